@@ -1,0 +1,115 @@
+"""Settings of one evacore instance (R12.1): environment `EVACORE_*`, then `<data dir>/evacore.toml`.
+
+Must not: read `os.environ` anywhere else; settings are built once here and passed down.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("evacore", appauthor=False))
+
+
+class AgentSettings(BaseModel):
+    max_steps: int = 16
+    """Provider requests per tour before the loop stops (R5.1)."""
+    shell_timeout: float = 60.0
+    """Seconds a `shell` call may run before its process group is killed."""
+    shell_output_cap: int = 200_000
+    """Bytes of shell output kept; the rest is dropped with a note."""
+    client_op_timeout: float = 60.0
+    """Seconds a client op may take before it becomes an `error:` result (R9.2)."""
+    tool_policy: dict[str, Any] = Field(default_factory=dict)
+    """Per-role overrides of the tool table, e.g. {"trusted": {"allow": ["shell"]}}."""
+
+
+class ContextSettings(BaseModel):
+    tool_result_max_chars: int = 20_000
+    """Cap on a tool's output as put into the prompt (R5.3); the stored result is whole."""
+    shift_chunk: float = 0.25
+    """Share of the budget freed at once when history must be cut (R2.7)."""
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set. Nested fields use `__`, e.g. `EVACORE_AGENT__MAX_STEPS`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="EVACORE_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    """Where the database, plugins, workspace and logs live."""
+    database_url: str | None = None
+    """SQLAlchemy URL; default `sqlite+aiosqlite:///<data dir>/evacore.db`."""
+    master_token: SecretStr | None = None
+    """The master's bearer token; without it the first start creates one and prints it once."""
+    workspace: Path | None = None
+    """Folder the file and shell tools are confined to; default `<data dir>/workspace`."""
+    host: str = "127.0.0.1"
+    port: int = 8700
+    log_format: str = "auto"
+    """`json`, `console` or `auto` (JSON when stderr is not a terminal)."""
+    log_level: str = "INFO"
+    instance_id: str | None = None
+    """Name of this instance when several serve one PostgreSQL database."""
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls, init_settings, env_settings))
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'evacore.db'}"
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.workspace or (self.data_dir / "workspace")
+
+    @property
+    def plugins_dir(self) -> Path:
+        return self.data_dir / "plugins"
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads `<data dir>/evacore.toml`; the data dir itself comes from init or env."""
+
+    def __init__(self, settings_cls: type[BaseSettings], *sources: PydanticBaseSettingsSource):
+        super().__init__(settings_cls)
+        self._sources = sources
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        data_dir = None
+        for source in self._sources:
+            values = source()
+            if values.get("data_dir"):
+                data_dir = Path(values["data_dir"])
+                break
+        path = (data_dir or default_data_dir()) / "evacore.toml"
+        if not path.is_file():
+            return {}
+        with path.open("rb") as f:
+            return tomllib.load(f)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    return Settings(**overrides)

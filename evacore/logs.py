@@ -1,0 +1,70 @@
+"""Structured logging: JSON when stderr is not a terminal, a readable console otherwise.
+
+Must not: log secrets (API keys, tokens) or whole prompts; prompts belong in diagnostics.
+A tour binds `tour_id`/`chat_id` once with `bind_tour`; every line inside carries them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import structlog
+from structlog.contextvars import bound_contextvars, merge_contextvars
+
+_configured = False
+
+
+def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
+    """Configure structlog and route stdlib logging through the same renderer, to stderr."""
+    global _configured
+    as_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+    )
+    shared: list[structlog.types.Processor] = [
+        merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_evacore", False):
+            root.removeHandler(old)
+    handler._evacore = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in ("httpx", "httpcore", "aiosqlite", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    _configured = True
+
+
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    return structlog.get_logger(name)
+
+
+@contextmanager
+def bind_tour(tour_id: str, chat_id: str | None = None) -> Iterator[None]:
+    """Every log line inside carries the tour (and chat) id; tasks created inside inherit it."""
+    with bound_contextvars(tour_id=tour_id, chat_id=chat_id):
+        yield

@@ -1,0 +1,63 @@
+"""The FastAPI app factory: lifespan opens the Core, routers mount under `/v1`.
+
+Must not: contain endpoint logic (routes/) or start the core outside the lifespan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from evacore import __version__
+from evacore.config import Settings, load_settings
+from evacore.core import Core, start_core
+from evacore.logs import get_logger
+from evacore.server.errors import install_error_handlers
+from evacore.server.routes import health, users
+
+log = get_logger(__name__)
+
+ROUTERS = [health.router, users.router]
+
+
+def create_app(settings: Settings | None = None, *, core: Core | None = None) -> FastAPI:
+    """Build the app; with `core` given the caller owns its lifetime (tests)."""
+    settings = settings or (core.settings if core else load_settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own = core is None
+        app.state.core = core or await start_core(settings)
+        if app.state.core.bootstrap_token:
+            _announce_token(app.state.core.bootstrap_token)
+        try:
+            yield
+        finally:
+            if own:
+                await app.state.core.aclose()
+
+    app = FastAPI(
+        title="evacore",
+        version=__version__,
+        description="A self-hosted LLM conversation core.",
+        lifespan=lifespan,
+    )
+    if core is not None:
+        app.state.core = core
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router, prefix="/v1")
+    return app
+
+
+def _announce_token(token: str) -> None:
+    """Print the bootstrap master token once, to the terminal, never to the log."""
+    import sys
+
+    print(
+        f"\nevacore: created the master token (shown once, store it now):\n  {token}\n",
+        file=sys.stderr,
+        flush=True,
+    )

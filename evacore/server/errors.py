@@ -1,0 +1,69 @@
+"""Renders every error as `{"error": {"code", "message"}}` with a fitting status (R8).
+
+Must not: hide a server bug as a 4xx; unexpected exceptions are logged and become 500 `internal`.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from evacore.errors import EvacoreError
+from evacore.logs import get_logger
+
+log = get_logger(__name__)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media",
+    422: "invalid_input",
+    429: "too_many_requests",
+}
+
+
+def error_response(status: int, code: str, message: str, **extra: object) -> JSONResponse:
+    body: dict[str, object] = {"code": code, "message": message}
+    body.update(extra)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+        parts.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(EvacoreError)
+    async def _evacore(_: Request, exc: EvacoreError) -> JSONResponse:
+        status = exc.status if exc.status < 500 or exc.code != "internal" else 500
+        if status >= 500 and exc.code == "internal":
+            log.error("request.failed", error=str(exc))
+        extra = {"details": exc.details} if exc.details else {}
+        return error_response(status, exc.code, exc.message, **extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_input", _describe_validation(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("request.crashed", error_type=type(exc).__name__)
+        return error_response(500, "internal", "internal error")

@@ -1,0 +1,16 @@
+"""Builds the services a Core offers to tours (plugins, tools, providers, rules …).
+
+Must not: hold service logic itself; each service lives in its own package.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+
+
+async def install_services(core: Core) -> None:
+    """Attach every service to `core.services`; later packages add theirs here."""
+    return None

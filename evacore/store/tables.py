@@ -1,0 +1,317 @@
+"""SQLAlchemy table definitions for every stored record (R7).
+
+Must not: hold queries or business rules (repositories in this package do the queries).
+Schema changes go through Alembic migrations in `store/migrations/versions/`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from evacore.domain.ids import new_id, utcnow
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+def _id() -> Mapped[str]:
+    return mapped_column(String(32), primary_key=True, default=new_id)
+
+
+def _created() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+
+
+def _updated() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow, nullable=False)
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    telegram_id: Mapped[int | None] = mapped_column(Integer, nullable=True, unique=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class ApiToken(Base):
+    __tablename__ = "tokens"
+    id: Mapped[str] = _id()
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = _created()
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Connection(Base):
+    __tablename__ = "connections"
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(32))
+    base_url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    api_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    model: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    context_size: Mapped[int] = mapped_column(Integer, default=8192)
+    max_tokens: Mapped[int] = mapped_column(Integer, default=512)
+    tokenizer: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    vision: Mapped[bool] = mapped_column(Boolean, default=False)
+    prefill: Mapped[str] = mapped_column(Text, default="")
+    postprocess: Mapped[str] = mapped_column(String(32), default="none")
+    instruct: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class Character(Base):
+    __tablename__ = "characters"
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(300))
+    spec: Mapped[str] = mapped_column(String(8), default="v3")
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    extra_top: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    image: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class CharacterAsset(Base):
+    __tablename__ = "character_assets"
+    id: Mapped[str] = _id()
+    character_id: Mapped[str] = mapped_column(
+        ForeignKey("characters.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(300))
+    type: Mapped[str] = mapped_column(String(64))
+    ext: Mapped[str] = mapped_column(String(32), default="")
+    uri: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+
+
+class Persona(Base):
+    __tablename__ = "personas"
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(300))
+    description: Mapped[str] = mapped_column(Text, default="")
+    user_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class Lorebook(Base):
+    __tablename__ = "lorebooks"
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(300))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """Book-level fields (scan_depth, token_budget, recursive_scanning, extensions, extra)."""
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class LoreEntry(Base):
+    __tablename__ = "lore_entries"
+    id: Mapped[str] = _id()
+    lorebook_id: Mapped[str] = mapped_column(
+        ForeignKey("lorebooks.id", ondelete="CASCADE"), index=True
+    )
+    uid: Mapped[int] = mapped_column(Integer)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    __table_args__ = (UniqueConstraint("lorebook_id", "uid"),)
+
+
+class LorebookLink(Base):
+    __tablename__ = "lorebook_links"
+    id: Mapped[str] = _id()
+    lorebook_id: Mapped[str] = mapped_column(
+        ForeignKey("lorebooks.id", ondelete="CASCADE"), index=True
+    )
+    target_kind: Mapped[str] = mapped_column(String(16))
+    """`global`, `chat`, `character` or `persona`."""
+    target_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    __table_args__ = (UniqueConstraint("lorebook_id", "target_kind", "target_id"),)
+
+
+class Preset(Base):
+    __tablename__ = "presets"
+    id: Mapped[str] = _id()
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(300))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class Chat(Base):
+    __tablename__ = "chats"
+    id: Mapped[str] = _id()
+    title: Mapped[str] = mapped_column(String(300), default="")
+    user_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    connection_id: Mapped[str | None] = mapped_column(
+        ForeignKey("connections.id", ondelete="SET NULL"), nullable=True
+    )
+    character_id: Mapped[str | None] = mapped_column(
+        ForeignKey("characters.id", ondelete="SET NULL"), nullable=True
+    )
+    persona_id: Mapped[str | None] = mapped_column(
+        ForeignKey("personas.id", ondelete="SET NULL"), nullable=True
+    )
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """Per-chat overrides: prompt order, author's note, world_info settings, postprocess…"""
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """Imported chat metadata kept verbatim (SillyTavern header)."""
+    variables: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """Local macro variables, persisted across turns."""
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """Engine state per chat: lore timed effects, fit anchor."""
+    turn: Mapped[int] = mapped_column(Integer, default=0)
+    """Committed model answers of this chat (SPEC §1)."""
+    next_position: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    id: Mapped[str] = _id()
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    content: Mapped[str] = mapped_column(Text, default="")
+    """A user/system message's text; an assistant message's text lives in its variants."""
+    images: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    active_variant_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = _created()
+    __table_args__ = (UniqueConstraint("chat_id", "position"),)
+
+
+class Variant(Base):
+    __tablename__ = "variants"
+    id: Mapped[str] = _id()
+    message_id: Mapped[str] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    content: Mapped[str] = mapped_column(Text, default="")
+    steps: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    finish_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="complete")
+    """`complete`, `aborted` or `failed`."""
+    usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    timings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    model: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    tour_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """Generation metadata incl. the diagnostic change log."""
+    created_at: Mapped[datetime] = _created()
+
+
+class Tour(Base):
+    __tablename__ = "tours"
+    id: Mapped[str] = _id()
+    chat_id: Mapped[str | None] = mapped_column(
+        ForeignKey("chats.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    user_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    mode: Mapped[str] = mapped_column(String(16), default="normal")
+    status: Mapped[str] = mapped_column(String(16), default="running", index=True)
+    """`running`, `completed`, `aborted`, `failed` or `interrupted`."""
+    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    message_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    variant_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    diagnostics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    instance_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    abort_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = _created()
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Setting(Base):
+    __tablename__ = "settings"
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    updated_at: Mapped[datetime] = _updated()
+
+
+class SeedMeta(Base):
+    __tablename__ = "seed_meta"
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    updated_at: Mapped[datetime] = _updated()
+
+
+class PluginRecord(Base):
+    __tablename__ = "plugins"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    updated_at: Mapped[datetime] = _updated()
+
+
+class MemoryBlock(Base):
+    __tablename__ = "memory_blocks"
+    id: Mapped[str] = _id()
+    scope_kind: Mapped[str] = mapped_column(String(16))
+    """`chat`, `character` or `user`."""
+    scope_id: Mapped[str] = mapped_column(String(32))
+    label: Mapped[str] = mapped_column(String(200))
+    content: Mapped[str] = mapped_column(Text, default="")
+    mandatory: Mapped[bool] = mapped_column(Boolean, default=False)
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    limit: Mapped[int] = mapped_column(Integer, default=2000)
+    position: Mapped[str] = mapped_column(String(32), default="after_char")
+    role: Mapped[str] = mapped_column(String(16), default="system")
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+    __table_args__ = (Index("ix_memory_scope", "scope_kind", "scope_id"),)
+
+
+class StreamRule(Base):
+    __tablename__ = "stream_rules"
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    scope: Mapped[str] = mapped_column(String(200))
+    condition: Mapped[str] = mapped_column(Text, default="")
+    negate: Mapped[bool] = mapped_column(Boolean, default=False)
+    when: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    text: Mapped[str] = mapped_column(Text)
+    mode: Mapped[str] = mapped_column(String(16))
+    repeat: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    seed_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    seed_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class StreamRuleStat(Base):
+    """One row per firing; keyed by rule name, no foreign key: records outlive rules."""
+
+    __tablename__ = "stream_rule_stat"
+    id: Mapped[str] = _id()
+    rule: Mapped[str] = mapped_column(String(100), index=True)
+    chat_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    tour_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    turn: Mapped[int] = mapped_column(Integer, default=0)
+    scope: Mapped[str] = mapped_column(String(200))
+    retry: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = _created()
+    __table_args__ = (Index("ix_rule_stat_chat", "rule", "chat_id"),)

@@ -1,0 +1,141 @@
+"""Shared fixtures: a real database per backend (SQLite file, PostgreSQL), a Core, an API client.
+
+Tests that use `core` (or anything built on it) run once per backend: `sqlite` always,
+`postgresql` when `EVACORE_TEST_DATABASE_URL` points at a server (default: the local one);
+`EVACORE_TEST_REQUIRE_POSTGRES=1` turns a missing server into a failure instead of a skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from evacore.config import Settings
+from evacore.core import Core, start_core
+from evacore.store import migrate
+from evacore.store.db import create_engine, is_sqlite
+from evacore.store.tables import Base
+
+MASTER_TOKEN = "evc_test_master_token_0123456789"
+PG_DEFAULT = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", BACKENDS, scope="session")
+
+
+def _pg_admin_url() -> str:
+    return os.environ.get("EVACORE_TEST_DATABASE_URL", PG_DEFAULT)
+
+
+async def _pg_exec(url: str, sql: str) -> None:
+    import asyncpg
+
+    u = make_url(url)
+    conn = await asyncpg.connect(
+        host=u.host or "127.0.0.1", port=u.port or 5432, user=u.username or "postgres",
+        password=u.password, database=u.database or "postgres", timeout=5,
+    )
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def db_url(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One migrated database per backend for the whole session."""
+    if backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('db') / 'evacore.db'}"
+        asyncio.run(_migrate(url))
+        yield url
+        return
+    admin = _pg_admin_url()
+    name = f"evacore_t_{uuid.uuid4().hex[:10]}"
+    try:
+        asyncio.run(_pg_exec(admin, f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("EVACORE_TEST_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required but not reachable: {exc}")
+        pytest.skip(f"PostgreSQL not reachable: {exc}")
+    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    asyncio.run(_migrate(url))
+    yield url
+    asyncio.run(_pg_exec(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _migrate(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        await migrate.upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
+async def wipe(url: str) -> None:
+    """Empty every table so each test starts from a fresh, migrated database."""
+    engine = create_engine(url)
+    names = [t.name for t in reversed(Base.metadata.sorted_tables)]
+    try:
+        async with engine.begin() as conn:
+            if is_sqlite(url):
+                for name in names:
+                    await conn.execute(text(f'DELETE FROM "{name}"'))
+            else:
+                joined = ", ".join(f'"{n}"' for n in names)
+                await conn.execute(text(f"TRUNCATE {joined} CASCADE"))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, db_url: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=db_url,
+        master_token=MASTER_TOKEN,
+        log_format="json",
+    )
+
+
+@pytest.fixture
+async def core(settings: Settings) -> AsyncIterator[Core]:
+    await wipe(settings.db_url)
+    c = await start_core(settings)
+    try:
+        yield c
+    finally:
+        await c.aclose()
+
+
+@pytest.fixture
+async def client(core: Core) -> AsyncIterator[httpx.AsyncClient]:
+    """An API client authenticated as the master (pass other headers to act as someone else)."""
+    from evacore.server.app import create_app
+
+    app = create_app(core=core)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport,
+        base_url="http://evacore.test",
+        headers={"Authorization": f"Bearer {MASTER_TOKEN}"},
+        timeout=30,
+    ) as c:
+        yield c
+
+
+async def make_user(client: httpx.AsyncClient, role: str, name: str | None = None) -> str:
+    """Create a user through the API; returns its token."""
+    r = await client.post("/v1/users", json={"name": name or role, "role": role})
+    assert r.status_code == 201, r.text
+    return r.json()["token"]
