@@ -1,0 +1,33 @@
+"""Fixtures for the tool tests: a workspace in tmp_path and a context factory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evacore.agent.registry import ToolContext, ToolPolicy, ToolSettings
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def make_ctx(workspace: Path) -> Callable[..., ToolContext]:
+    def make(role: str = "master", env: frozenset[str] = frozenset(), *,
+             services: dict[str, Any] | None = None, policy: ToolPolicy | None = None,
+             abort: asyncio.Event | None = None, **settings: Any) -> ToolContext:
+        return ToolContext(
+            workspace=workspace, role=role, env=env, abort=abort or asyncio.Event(),
+            tour_id="tour-1", chat_id="chat-1", services=services or {},
+            settings=ToolSettings(**settings), policy=policy or ToolPolicy(),
+        )
+
+    return make
