@@ -13,4 +13,11 @@ if TYPE_CHECKING:
 
 async def install_services(core: Core) -> None:
     """Attach every service to `core.services`; later packages add theirs here."""
-    return None
+    from evacore.pipeline.connect import ProviderPool
+    from evacore.pipeline.manager import TourManager
+    from evacore.store.connections import ensure_mock
+
+    async with core.session() as s:
+        await ensure_mock(s)
+    core.services["providers"] = ProviderPool()
+    core.services["tours"] = TourManager(core)

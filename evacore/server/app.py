@@ -15,11 +15,14 @@ from evacore.config import Settings, load_settings
 from evacore.core import Core, start_core
 from evacore.logs import get_logger
 from evacore.server.errors import install_error_handlers
-from evacore.server.routes import health, users
+from evacore.server.routes import chats, connections, generate, health, tours, users
 
 log = get_logger(__name__)
 
-ROUTERS = [health.router, users.router]
+ROUTERS = [
+    health.router, users.router, connections.router, chats.router, generate.router,
+    tours.router,
+]
 
 
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> FastAPI:

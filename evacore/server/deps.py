@@ -24,4 +24,5 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
 
 
 CoreDep = Annotated[Core, Depends(get_core)]
-SessionDep = Annotated[AsyncSession, Depends(get_session)]
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+"""A session committed before the response is sent: an acknowledged write is durable."""

@@ -1,0 +1,5 @@
+"""`python -m evacore` runs the command line."""
+
+from evacore.cli import app
+
+app()

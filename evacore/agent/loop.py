@@ -1,0 +1,148 @@
+"""The step loop (R5.1): stages 10-12 per step, stream rules on each answer, tools between steps.
+
+Must not: build the prompt (stages 1-9) or save (stage 14). It works on the tour's prompt
+copy only: service insertions (`<system-reminder>`, `<system-interrupt>`) live there and
+are never stored or streamed (R6.5, R6.6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from evacore.agent.registry import ToolContext, ToolOutcome, run_tool
+from evacore.logs import get_logger
+from evacore.pipeline.tour import Step
+from evacore.rules.engine import insert_reminders
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+log = get_logger(__name__)
+
+
+async def run_steps(core: Core, tour: Tour) -> None:
+    """Run steps until an answer without tool calls, the step limit, or abort."""
+    from evacore.pipeline.runner import STEP, run_stage
+
+    from evacore.agent.setup import prepare_steps
+
+    await prepare_steps(core, tour)
+    max_steps = int(tour.params.get("max_steps") or core.settings.agent.max_steps)
+    tour.data.setdefault("prompt_copy", list(tour.data["messages"]))
+    rules = tour.data.get("rules")
+    tools = tour.data.get("tools")
+    while True:
+        if len(tour.steps) >= max_steps:
+            tour.finish_reason = "max_steps"
+            tour.diagnostics["stopped"] = f"the step limit ({max_steps}) was reached"
+            break
+        step = Step(index=len(tour.steps))
+        tour.data["step"] = step
+        holding = bool(rules is not None and rules.any_text_rule_armed())
+        tour.data["holding"] = holding
+        if holding:
+            tour.events.emit("hold", {"step": step.index})
+        for stage in STEP:
+            await run_stage(core, tour, stage)
+        verdict = rules.check_answer(step.text) if rules is not None else None
+        if verdict is not None and verdict.action == "discard":
+            step.discarded = True
+            tour.diagnostics.setdefault("discarded", []).append(
+                {"step": step.index, "rule": verdict.rule.name if verdict.rule else None}
+            )
+            tour.data["prompt_copy"] = [
+                *tour.data["prompt_copy"], {"role": "user", "content": verdict.interrupt}
+            ]
+            tour.data["retrying"] = True
+            continue
+        tour.data["retrying"] = False
+        if holding:
+            _release(tour, step)
+        tour.steps.append(step)
+        _add_usage(tour, step)
+        if not step.tool_calls:
+            tour.answer = step.text
+            tour.finish_reason = step.finish_reason or "stop"
+            break
+        await _run_tools(core, tour, step, rules, tools)
+        tour.data["prompt_copy"] = [
+            *tour.data["prompt_copy"],
+            {
+                "role": "assistant",
+                "content": step.text,
+                "tool_calls": [
+                    {"id": c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in step.tool_calls
+                ],
+            },
+            *tour.data.pop("step_results_prompt"),
+        ]
+    if tour.finish_reason == "max_steps" and tour.steps:
+        tour.answer = tour.steps[-1].text if not tour.steps[-1].tool_calls else ""
+
+
+def _release(tour: Tour, step: Step) -> None:
+    """A held answer passed: send it in one piece (text first, then its declared calls)."""
+    if step.text:
+        tour.events.emit("delta", {"text": step.text})
+        tour.data["prefill_sent"] = True
+    for call in step.tool_calls:
+        tour.events.emit("tool_call", dict(call))
+
+
+def _add_usage(tour: Tour, step: Step) -> None:
+    if not step.usage:
+        return
+    for key, value in step.usage.items():
+        tour.usage[key] = tour.usage.get(key, 0) + int(value or 0)
+
+
+async def _run_tools(core: Core, tour: Tour, step: Step, rules: Any, tools: Any) -> None:
+    """Execute the step's calls in order (adjacent concurrency-safe calls run together)."""
+    max_chars = core.settings.context.tool_result_max_chars
+    outcomes: dict[str, ToolOutcome] = {}
+    calls = step.tool_calls
+    i = 0
+    while i < len(calls):
+        batch = [calls[i]]
+        if tools is not None and _safe(tools, calls[i]["name"]):
+            while i + len(batch) < len(calls) and _safe(tools, calls[i + len(batch)]["name"]):
+                batch.append(calls[i + len(batch)])
+        results = await asyncio.gather(*(_call(core, tour, tools, c) for c in batch))
+        for call, outcome in zip(batch, results, strict=True):
+            outcomes[call["id"]] = outcome
+            step.results.append({"id": call["id"], "content": outcome.output,
+                                 "error": outcome.error, "duration_ms": outcome.duration_ms})
+            tour.events.emit("tool_result", {"id": call["id"], "content": outcome.output})
+        i += len(batch)
+    prompt_results = []
+    for call in calls:
+        reminders = rules.reminders_for_call(call["name"], call["arguments"]) if rules else []
+        content = insert_reminders(outcomes[call["id"]].output, reminders, max_chars=max_chars)
+        prompt_results.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+    tour.data["step_results_prompt"] = prompt_results
+
+
+def _safe(tools: Any, name: str) -> bool:
+    tool = tools.registry.get(name)
+    return bool(tool is not None and tool.concurrency_safe)
+
+
+async def _call(core: Core, tour: Tour, tools: Any, call: dict[str, Any]) -> ToolOutcome:
+    if tools is None:
+        return ToolOutcome(f"error: unknown tool {call['name']!r}", True, 0)
+    ctx = ToolContext(
+        workspace=core.settings.workspace_dir,
+        role=tour.role,
+        env=tour.flags(),
+        abort=tour.abort.event,
+        tour_id=tour.id,
+        chat_id=tour.chat_id,
+        services=tools.services,
+        settings=tools.settings,
+        policy=tools.policy,
+    )
+    return await run_tool(tools.registry, call["name"], call["arguments"], ctx, call_id=call["id"])

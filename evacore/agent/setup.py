@@ -1,0 +1,80 @@
+"""What a tour's steps need before the first request: the offered tools and the stream rules.
+
+Must not: execute tools or judge answers; it only decides what this tour is offered (by
+role and environment, never by message text) and loads the rules' state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from evacore.agent.registry import ToolPolicy, ToolRegistry, ToolSettings
+from evacore.agent.tools import default_registry
+from evacore.agent.tools.client_ops import ClientOpBroker, make_client_op_tools
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+
+@dataclass
+class TourTools:
+    registry: ToolRegistry
+    """Only the tools this tour is offered."""
+    services: dict[str, Any] = field(default_factory=dict)
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    policy: ToolPolicy = field(default_factory=ToolPolicy)
+
+
+def base_registry(core: Core) -> ToolRegistry:
+    registry = core.services.get("tool_registry")
+    if registry is None:
+        registry = core.services["tool_registry"] = default_registry()
+    return registry
+
+
+def tool_settings(core: Core) -> ToolSettings:
+    agent = core.settings.agent
+    return ToolSettings(
+        shell_timeout=agent.shell_timeout,
+        shell_output_cap=agent.shell_output_cap,
+        client_op_timeout=agent.client_op_timeout,
+    )
+
+
+def tools_for_tour(core: Core, tour: Tour) -> TourTools:
+    policy = ToolPolicy.from_dict(core.settings.agent.tool_policy)
+    registry = base_registry(core)
+    if tour.client_ops:
+        registry = registry.with_tools(make_client_op_tools(tour.client_ops))
+    offered = registry.offered(tour.role, tour.flags(), policy=policy)
+    broker = core.services.get("client_ops")
+    if broker is None:
+        broker = core.services["client_ops"] = ClientOpBroker()
+    services: dict[str, Any] = {
+        "client_ops": broker,
+        "emit_client_op": lambda call_id, name, args: tour.events.emit(
+            "client_op", {"id": call_id, "call_id": call_id, "name": name, "arguments": args,
+                          "tour_id": tour.id}
+        ),
+        "core": core,
+        "tour": tour,
+    }
+    services.update(core.services.get("tool_services", {}))
+    return TourTools(
+        registry=ToolRegistry(offered), services=services, settings=tool_settings(core),
+        policy=policy,
+    )
+
+
+async def prepare_steps(core: Core, tour: Tour) -> None:
+    """Tools and rules for this tour, recorded in diagnostics."""
+    tools = tools_for_tour(core, tour)
+    tour.data["tools"] = tools
+    schemas = ToolRegistry.schemas(tools.registry.get(n) for n in tools.registry.names())
+    tour.data["tool_schemas"] = schemas
+    tour.diagnostics["tools_offered"] = [s["function"]["name"] for s in schemas]
+    loader = core.services.get("rules_loader")
+    if loader is not None:
+        tour.data["rules"] = await loader(core, tour)

@@ -1,0 +1,138 @@
+"""The runner: walks the 14 stages of R2.1 in their fixed order for one tour.
+
+Must not: hold stage logic. The order lives here and only here: stages 1-9 assemble the
+prompt once, the agent loop runs stages 10-12 per step, then 13 and 14 finish the tour.
+Each stage is timed; each stage's prompt changes are attributed to it in the change log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from evacore.errors import Aborted, EvacoreError
+from evacore.logs import bind_tour, get_logger
+from evacore.pipeline.stages.character import Character
+from evacore.pipeline.stages.context_shift import ContextShift
+from evacore.pipeline.stages.instruct import Instruct
+from evacore.pipeline.stages.interceptors import Interceptors
+from evacore.pipeline.stages.lorebook import Lorebook
+from evacore.pipeline.stages.macros import Macros
+from evacore.pipeline.stages.memory import Memory
+from evacore.pipeline.stages.postprocess import PostProcess
+from evacore.pipeline.stages.request import Request
+from evacore.pipeline.stages.save import Save, save_failure
+from evacore.pipeline.stages.serialize import Serialize
+from evacore.pipeline.stages.streaming import Streaming
+from evacore.pipeline.stages.token_count import TokenCount
+from evacore.pipeline.stages.user_input import UserInput
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.stages.base import Stage
+    from evacore.pipeline.tour import Tour
+
+log = get_logger(__name__)
+
+ASSEMBLE: tuple[Stage, ...] = (
+    UserInput(), Macros(), Character(), Lorebook(), Memory(), TokenCount(), ContextShift(),
+    Interceptors(), Instruct(),
+)
+STEP: tuple[Stage, ...] = (Serialize(), Request(), Streaming())
+FINISH: tuple[Stage, ...] = (PostProcess(), Save())
+STAGES: tuple[Stage, ...] = ASSEMBLE + STEP + FINISH
+
+
+async def run_stage(core: Core, tour: Tour, stage: Stage) -> None:
+    with tour.timed(stage.name):
+        await stage.run(core, tour)
+    record_changes(tour, stage.name, "stage")
+
+
+def record_changes(tour: Tour, stage: str, actor: str, **extra: Any) -> None:
+    """Attribute the prompt's pending changes to `stage`/`actor` in the change log."""
+    changes = tour.prompt.take_changes()
+    if not changes and not extra:
+        return
+    entry: dict[str, Any] = {
+        "stage": stage,
+        "actor": actor,
+        "added": [c.id for c in changes if c.op == "add"],
+        "removed": [{"id": c.id, "reason": c.reason} for c in changes if c.op == "remove"],
+        "changed": [
+            {"id": c.id, "before": _short(c.before), "after": _short(c.after)}
+            for c in changes if c.op == "change"
+        ],
+    }
+    if any(c.op == "move" for c in changes):
+        entry["moved"] = True
+    entry.update(extra)
+    tour.diagnostics.setdefault("changes", []).append(entry)
+
+
+def _short(snapshot: dict[str, Any] | None, limit: int = 2000) -> dict[str, Any] | None:
+    if snapshot is None:
+        return None
+    out = dict(snapshot)
+    content = out.get("content")
+    if isinstance(content, str) and len(content) > limit:
+        out["content"] = content[:limit] + f"… [{len(content) - limit} more characters]"
+    return out
+
+
+async def run_tour(core: Core, tour: Tour) -> None:
+    """Run one tour to its end; never raises for the tour's own failures (they are saved)."""
+    from evacore.agent.loop import run_steps
+
+    with bind_tour(tour.id, tour.chat_id):
+        tour.diagnostics["seed"] = tour.seed
+        tour.diagnostics["env"] = dict(tour.env)
+        if tour.env_overrides:
+            tour.diagnostics["env_overrides"] = dict(tour.env_overrides)
+        started = False
+        try:
+            await run_stage(core, tour, ASSEMBLE[0])
+            started = True
+            for stage in ASSEMBLE[1:]:
+                _check_abort(tour)
+                await run_stage(core, tour, stage)
+            await run_steps(core, tour)
+            for stage in FINISH:
+                await run_stage(core, tour, stage)
+            log.info("tour.completed", finish_reason=tour.finish_reason, steps=len(tour.steps))
+        except (asyncio.CancelledError, Aborted) as exc:
+            ours = tour.abort.is_set()
+            tour.abort.fire("cancelled")
+            err = Aborted(f"the tour was aborted ({tour.abort.reason})")
+            if started:
+                await asyncio.shield(save_failure(core, tour, "aborted", err))
+            else:
+                tour.status, tour.error = "aborted", {"code": err.code, "message": err.message}
+            tour.events.emit("error", {"code": err.code, "message": err.message})
+            if isinstance(exc, asyncio.CancelledError):
+                task = asyncio.current_task()
+                if ours and task is not None and task.cancelling():
+                    task.uncancel()
+                else:
+                    raise
+        except EvacoreError as exc:
+            log.warning("tour.failed", code=exc.code, error=exc.message)
+            if started:
+                await save_failure(core, tour, "failed", exc)
+            else:
+                tour.error = {"code": exc.code, "message": exc.message}
+                tour.status = "failed"
+            tour.events.emit("error", {"code": exc.code, "message": exc.message})
+        except Exception as exc:  # noqa: BLE001 - a bug must still end the tour visibly
+            log.exception("tour.crashed")
+            err = EvacoreError(f"internal error: {type(exc).__name__}")
+            if started:
+                await save_failure(core, tour, "failed", err)
+            tour.events.emit("error", {"code": "internal", "message": err.message})
+        finally:
+            tour.events.close()
+
+
+def _check_abort(tour: Tour) -> None:
+    if tour.abort.is_set():
+        raise Aborted(f"the tour was aborted ({tour.abort.reason})")

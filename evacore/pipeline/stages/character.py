@@ -1,0 +1,218 @@
+"""Stage 3, character/persona: assemble the ordered prompt from the card, persona and history.
+
+Must not: fit the budget (stage 7) or insert lore/memory (stages 4-5). It reads history
+newest-first and stops once it has clearly more than the budget can hold (R2.7 bench:
+cost must not grow with the chat's length). Every element gets a stable id and source.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+from evacore.pipeline.prompt import Element
+from evacore.store import chats as chat_store
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+    from evacore.store.chats import HistoryMessage
+
+DEFAULT_MAIN = (
+    "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
+)
+IMPERSONATE_PROMPT = (
+    "[Write your next reply from the point of view of {{user}}, using the chat history so far "
+    "as a guideline for the writing style of {{user}}. Don't write as {{char}} or system. "
+    "Don't describe actions of {{char}}.]"
+)
+# SillyTavern's default prompt-manager order (chat mode); configurable per connection or chat.
+DEFAULT_ORDER = (
+    "main", "wi_before", "persona", "description", "personality", "scenario", "wi_after",
+    "examples", "history", "post_history",
+)
+_START = re.compile(r"<START>", re.IGNORECASE)
+# History is read until its characters clearly exceed the budget (heuristic chars/token).
+_CHARS_PER_TOKEN_CEILING = 6.0
+
+
+def split_examples(raw: str) -> list[str]:
+    """Example dialogues split on `<START>` into blocks (R2.3); empty blocks dropped."""
+    text = raw.replace("\r\n", "\n")
+    return [b.strip() for b in _START.split(text) if b.strip()]
+
+
+def with_original(text: str, original: str) -> str:
+    """`{{original}}` in a card's system prompt or post-history instructions (R2.3)."""
+    return re.sub(r"\{\{original\}\}", lambda _: original, text, flags=re.IGNORECASE)
+
+
+class Character:
+    number = 3
+    name = "character"
+
+    async def run(self, core: Core, tour: Tour) -> None:
+        expand = tour.data["expand"]
+        card: dict[str, Any] = tour.data["character"]
+        chat_settings = tour.data["chat"]["settings"]
+        conn = tour.data["connection"]
+        params = conn["params"]
+        order = chat_settings.get("prompt_order") or params.get("prompt_order") or DEFAULT_ORDER
+        default_main = chat_settings.get("system_prompt") or params.get("system_prompt") or DEFAULT_MAIN
+        default_post = chat_settings.get("post_history") or params.get("post_history") or ""
+        main = card.get("system_prompt") or ""
+        main = with_original(main, default_main) if main else default_main
+        post = card.get("post_history_instructions") or ""
+        post = with_original(post, default_post) if post else default_post
+        if tour.mode == "impersonate":
+            post = (post + "\n" if post else "") + (params.get("impersonate_prompt") or IMPERSONATE_PROMPT)
+        p = tour.prompt
+        for key in order:
+            if key == "main":
+                p.append(_el("main", "system", expand(main), "card.system_prompt"
+                             if card.get("system_prompt") else "connection.system_prompt",
+                             "system", protected=True))
+            elif key == "persona":
+                p.append(_el("persona", "system", expand(tour.data["persona"]["description"]),
+                             "persona.description", "persona"))
+            elif key in ("description", "personality", "scenario"):
+                value = card.get(key) or ""
+                if key == "scenario" and chat_settings.get("scenario"):
+                    value = chat_settings["scenario"]
+                p.append(_el(f"card.{key}", "system", expand(value), f"card.{key}", "card"))
+            elif key == "examples":
+                for i, block in enumerate(split_examples(card.get("mes_example") or "")):
+                    p.append(_el(f"examples:{i}", "system", expand(block), "card.mes_example",
+                                 "examples", priority=i))
+            elif key == "history":
+                await self._history(core, tour)
+            elif key == "post_history":
+                p.append(_el("post_history", "system", expand(post),
+                             "card.post_history_instructions", "post_history", protected=True))
+            elif key in ("wi_before", "wi_after"):
+                tour.data.setdefault("anchors", []).append(key)
+        self._authors_note(tour)
+
+    async def _history(self, core: Core, tour: Tour) -> None:
+        batch: list[HistoryMessage] = list(tour.data["history_batch"])
+        complete = tour.data["history_complete"]
+        conn = tour.data["connection"]
+        budget_chars = conn["context_size"] * _CHARS_PER_TOKEN_CEILING
+        skip = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate",
+                                                                     "continue") else None
+        newest_first: list[HistoryMessage] = []
+        total = 0.0
+        while True:
+            for m in batch:
+                if m.hidden or m.id == skip:
+                    continue
+                newest_first.append(m)
+                total += len(m.content) + sum(len(str(s)) for s in m.steps)
+            if complete or total > budget_chars or not batch:
+                break
+            async with core.session() as s:
+                batch = await chat_store.history_newest_first(
+                    s, tour.chat_id, before=batch[-1].position, limit=500
+                )
+            complete = len(batch) < 500
+        tour.data["history_reached_start"] = complete and total <= budget_chars
+        tour.data["history_loaded"] = len(newest_first)
+        if tour.mode == "continue" and skip:
+            tour.data["continue_text"] = next(
+                (m.content for m in batch if m.id == skip), ""
+            ) or await self._content_of(core, tour, skip)
+        expand = tour.data["expand"]
+        user_message_id = tour.data.get("user_message_id")
+        p = tour.prompt
+        for m in reversed(newest_first):
+            for el in history_elements(m):
+                if m.role == "user" and m.id == user_message_id:
+                    el.kind, el.protected = "input", True
+                    el.content = _with_text(el.content, tour.data["input_expanded"])
+                elif m.role == "user":
+                    el.content = _with_text(el.content, expand(el.text))
+                p.append(el)
+
+    async def _content_of(self, core: Core, tour: Tour, message_id: str) -> str:
+        async with core.session() as s:
+            batch = await chat_store.history_newest_first(s, tour.chat_id, limit=1)
+        return batch[0].content if batch and batch[0].id == message_id else ""
+
+    def _authors_note(self, tour: Tour) -> None:
+        note = tour.data["chat"]["settings"].get("authors_note") or {}
+        text = (note.get("text") or "").strip()
+        interval = int(note.get("interval") or 1)
+        if not text or (interval > 1 and (tour.data["chat"]["turn"] + 1) % interval):
+            return
+        el = _el("authors_note", note.get("role") or "system", tour.data["expand"](text),
+                 "chat.authors_note", "authors_note")
+        position = note.get("position") or "in_chat"
+        if position == "top" and "main" in tour.prompt:
+            tour.prompt.insert_after("main", el)
+        elif position == "bottom" and "main" in tour.prompt:
+            tour.prompt.insert_after("main", el)
+        else:
+            tour.prompt.insert_at_depth(int(note.get("depth", 4)), el)
+
+
+def history_elements(m: HistoryMessage) -> list[Element]:
+    """A stored message as prompt elements: tool steps replayed, grouped so they leave together."""
+    group = f"msg:{m.id}"
+    if m.role != "assistant":
+        content: Any = m.content
+        if m.images:
+            content = [{"type": "text", "text": m.content}] + [
+                {"type": "image_url", "image_url": {"url": img if isinstance(img, str)
+                                                     else img.get("url", "")}}
+                for img in m.images
+            ]
+        role = "user" if m.role == "user" else "system"
+        return [Element(id=f"history:{m.id}", role=role, content=content,
+                        source=f"history:{m.id}", kind="history", group=group,
+                        name=None, meta={"position": m.position, "speaker": m.name})]
+    out: list[Element] = []
+    for i, step in enumerate(m.steps):
+        calls = step.get("tool_calls") or []
+        if not calls:
+            continue
+        out.append(Element(
+            id=f"history:{m.id}:step{i}", role="assistant", content=step.get("text") or "",
+            source=f"history:{m.id}", kind="history", group=group,
+            tool_calls=[{"id": c["id"], "type": "function",
+                         "function": {"name": c["name"], "arguments": c.get("arguments", "")}}
+                        for c in calls],
+            meta={"position": m.position},
+        ))
+        for r in step.get("results") or []:
+            out.append(Element(
+                id=f"history:{m.id}:result:{r['id']}", role="tool",
+                content=r.get("content", ""), source=f"history:{m.id}", kind="history",
+                group=group, tool_call_id=r["id"], meta={"position": m.position, "tool": True},
+            ))
+    if m.content or not out:
+        out.append(Element(id=f"history:{m.id}", role="assistant", content=m.content,
+                           source=f"history:{m.id}", kind="history", group=group,
+                           meta={"position": m.position, "speaker": m.name}))
+    return out
+
+
+def _with_text(content: Any, text: str) -> Any:
+    if isinstance(content, str):
+        return text
+    parts = [dict(p) for p in content]
+    for part in parts:
+        if part.get("type") == "text":
+            part["text"] = text
+            break
+    return parts
+
+
+def _el(id: str, role: str, content: str, source: str, kind: str, *, protected: bool = False,
+        priority: int = 0) -> Element:
+    return Element(id=id, role=role, content=content, source=source, kind=kind,
+                   protected=protected, priority=priority)
+
+
+def heuristic_tokens(text: str) -> int:
+    return math.ceil(len(text) / 3.35)

@@ -1,0 +1,88 @@
+"""Stage 2, macros: build the macro environment for this tour and resolve macros in the input.
+
+Must not: evaluate macros any other way; every later stage expands text through
+`tour.data["expand"]`, this same engine and environment (R2.2).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evacore.domain.ids import utcnow
+from evacore.macros import MacroEngine, MacroEnv
+from evacore.store import chats as chat_store
+from evacore.store.settings import get_setting
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+HISTORY_BATCH = 200
+
+
+def macro_engine(core: Core) -> MacroEngine:
+    engine = core.services.get("macros")
+    if engine is None:
+        engine = core.services["macros"] = MacroEngine()
+    return engine
+
+
+class Macros:
+    number = 2
+    name = "macros"
+
+    async def run(self, core: Core, tour: Tour) -> None:
+        async with core.session() as s:
+            batch = await chat_store.history_newest_first(s, tour.chat_id, limit=HISTORY_BATCH)
+            global_vars = dict((await get_setting(s, "global_variables")) or {})
+        tour.data["history_batch"] = batch
+        tour.data["history_complete"] = len(batch) < HISTORY_BATCH
+        card: dict[str, Any] = tour.data["character"]
+        persona = tour.data["persona"]
+        chat = tour.data["chat"]
+        conn = tour.data["connection"]
+        visible = [m for m in batch if not m.hidden]
+        last_user = next((m for m in visible if m.role == "user"), None)
+        last_char = next((m for m in visible if m.role == "assistant"), None)
+        env = MacroEnv(
+            user=persona["name"],
+            char=card.get("name") or "Assistant",
+            description=card.get("description") or "",
+            personality=card.get("personality") or "",
+            scenario=(chat["settings"].get("scenario") or card.get("scenario") or ""),
+            persona=persona["description"] or "",
+            mes_examples_raw=card.get("mes_example") or "",
+            system_prompt=card.get("system_prompt") or "",
+            char_version=str(card.get("character_version") or ""),
+            creator_notes=card.get("creator_notes") or "",
+            greetings=[card.get("first_mes") or "", *(card.get("alternate_greetings") or [])],
+            model=conn.get("model") or "",
+            chat_id=tour.chat_id,
+            last_message=visible[0].content if visible else "",
+            last_user_message=last_user.content if last_user else "",
+            last_char_message=last_char.content if last_char else "",
+            last_message_id=visible[0].position if visible else None,
+            input=tour.input_text,
+            idle_since=_idle_since(visible),
+            max_context=conn["context_size"],
+            max_response=conn["max_tokens"],
+            max_prompt=conn["context_size"] - conn["max_tokens"],
+            generation_type=tour.mode,
+            local_vars=chat["variables"],
+            global_vars=global_vars,
+            now=utcnow().astimezone(),
+            rng=tour.rng,
+        )
+        engine = macro_engine(core)
+        tour.data["macro_env"] = env
+        tour.data["global_vars_before"] = dict(global_vars)
+        tour.data["expand"] = lambda text: engine.evaluate(text, env) if text else text
+        tour.data["input_expanded"] = tour.data["expand"](tour.input_text)
+
+
+def _idle_since(visible: list[Any]) -> Any:
+    """The send time of the newest user message before the current one (idle duration)."""
+    users = [m for m in visible if m.role == "user"]
+    if len(users) >= 2:
+        return users[1].created_at
+    return None

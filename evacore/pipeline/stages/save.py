@@ -1,0 +1,140 @@
+"""Stage 14, save: the answer, its steps and metadata in one transaction (R2.14).
+
+Must not: generate anything. Modes decide where the answer goes: normal → a new assistant
+message; regenerate/swipe → a new active variant of the target message; continue → a new
+variant holding the old text plus the continuation; impersonate/quiet → nothing in the chat.
+A partial answer after an abort or failure is saved as a variant marked `aborted`/`failed`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evacore.domain.ids import utcnow
+from evacore.errors import EvacoreError
+from evacore.logs import get_logger
+from evacore.store import chats as chat_store
+from evacore.store import tours as tour_store
+from evacore.store.settings import put_setting
+from evacore.store.tables import Chat
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+log = get_logger(__name__)
+STORED_MODES = ("normal", "regenerate", "swipe", "continue")
+
+
+class Save:
+    number = 14
+    name = "save"
+
+    async def run(self, core: Core, tour: Tour) -> None:
+        tour.status = "completed"
+        async with core.session() as s:
+            message_id, variant_id = await _store_answer(s, tour, "complete")
+            await _store_chat_state(s, tour, committed=True)
+            await _store_extras(core, s, tour)
+            await tour_store.finish_tour(
+                s, tour.id, status="completed", diagnostics=diagnostics_of(tour),
+                message_id=message_id, variant_id=variant_id,
+            )
+        tour.data["saved"] = (message_id, variant_id)
+        tour.events.emit("message", {
+            "message_id": message_id, "variant_id": variant_id, "content": tour.answer,
+        })
+        tour.events.emit("done", {
+            "usage": tour.usage, "timings": tour.timings, "finish_reason": tour.finish_reason,
+            "tour_id": tour.id,
+        })
+
+
+async def _store_answer(s: AsyncSession, tour: Tour, status: str) -> tuple[str | None, str | None]:
+    if tour.mode not in STORED_MODES:
+        return None, None
+    steps = [st.stored() for st in tour.steps if st.tool_calls]
+    content = tour.answer
+    if tour.mode == "continue":
+        content = tour.answer  # the prefill (old text) is already at its front
+    chat = await chat_store.get_chat(s, tour.chat_id)
+    fields: dict[str, Any] = dict(
+        content=content, steps=steps, finish_reason=tour.finish_reason, status=status,
+        usage=tour.usage, timings=dict(tour.timings), model=tour.data.get("model")
+        or tour.data["connection"].get("model"), tour_id=tour.id,
+        meta={"diagnostics": diagnostics_of(tour)},
+    )
+    target_id = tour.data.get("target_message_id")
+    if tour.mode in ("regenerate", "swipe", "continue") and target_id:
+        message = await chat_store.get_message(s, tour.chat_id, target_id)
+    else:
+        message = await chat_store.add_message(
+            s, chat, role="assistant", name=tour.data["character"].get("name"),
+        )
+    variant = await chat_store.add_variant(s, message, activate=True, **fields)
+    chat.updated_at = utcnow()
+    return message.id, variant.id
+
+
+async def _store_chat_state(s: AsyncSession, tour: Tour, *, committed: bool) -> None:
+    """Variables, engine state and (for a committed answer) the turn counter."""
+    chat = await s.get(Chat, tour.chat_id)
+    if chat is None:
+        return
+    chat_data = tour.data["chat"]
+    chat.variables = dict(chat_data["variables"])
+    chat.state = dict(chat_data["state"])
+    if committed and tour.mode in STORED_MODES:
+        chat.turn = (chat.turn or 0) + 1
+    env = tour.data.get("macro_env")
+    if env is not None and env.global_vars != tour.data.get("global_vars_before"):
+        await put_setting(s, "global_variables", dict(env.global_vars))
+
+
+async def _store_extras(core: Core, s: AsyncSession, tour: Tour) -> None:
+    """Records other packages keep per tour (rule firings …), in the same transaction."""
+    for writer in core.services.get("save_hooks", []):
+        await writer(s, tour)
+
+
+def diagnostics_of(tour: Tour) -> dict[str, Any]:
+    d = dict(tour.diagnostics)
+    d["timings"] = dict(tour.timings)
+    d["steps"] = [
+        {**st.stored(), "index": st.index, "usage": st.usage, "discarded": st.discarded}
+        for st in tour.steps
+    ]
+    d["mode"] = tour.mode
+    return d
+
+
+async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -> None:
+    """Keep what exists after an abort or a failure: the partial answer as a marked variant."""
+    partial = tour.data.get("partial")
+    step = tour.data.get("step")
+    text = "".join(partial) if partial else ""
+    if step is not None and step not in tour.steps and not step.discarded:
+        step.text = text
+        if step.tool_calls or text:
+            tour.steps.append(step)
+    tour.answer = text or tour.answer
+    tour.status = status
+    tour.error = {"code": exc.code, "message": exc.message}
+    tour.finish_reason = "abort" if status == "aborted" else "error"
+    tour.diagnostics["error"] = tour.error
+    message_id = variant_id = None
+    try:
+        async with core.session() as s:
+            if tour.answer or any(st.tool_calls for st in tour.steps):
+                message_id, variant_id = await _store_answer(s, tour, status)
+            await _store_chat_state(s, tour, committed=False)
+            await _store_extras(core, s, tour)
+            await tour_store.finish_tour(
+                s, tour.id, status=status, diagnostics=diagnostics_of(tour), error=tour.error,
+                message_id=message_id, variant_id=variant_id,
+            )
+    except Exception:  # noqa: BLE001 - the failure itself must not be lost in a second one
+        log.exception("tour.save_failure_failed")
+    tour.data["saved"] = (message_id, variant_id)

@@ -1,0 +1,52 @@
+"""Stage 10, provider serialization: the step's ProviderRequest from the prompt copy.
+
+Must not: speak HTTP or know wire formats (the adapter builds its body from this request).
+Chat connections take the structured array; text connections take the rendered string.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evacore.providers.base import ProviderRequest
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+# Sampler and request settings a generate call may set per request (others are ignored).
+REQUEST_PARAMS = (
+    "temperature", "top_p", "top_k", "min_p", "typical_p", "repetition_penalty",
+    "frequency_penalty", "presence_penalty", "seed", "stop", "max_tokens", "rep_pen",
+    "rep_pen_range", "tfs", "top_a", "mirostat", "mirostat_tau", "mirostat_eta",
+)
+
+
+def request_params(tour: Tour) -> dict[str, Any]:
+    return {k: v for k, v in tour.params.items() if k in REQUEST_PARAMS and k != "max_tokens"}
+
+
+class Serialize:
+    number = 10
+    name = "serialize"
+
+    async def run(self, core: Core, tour: Tour) -> None:
+        conn = tour.data["connection"]
+        step_prefill = tour.data.get("prefill", "") if len(tour.steps) == 0 or tour.data.get(
+            "retrying") else ""
+        render = tour.data.get("render_text")
+        request = ProviderRequest(
+            tools=tour.data.get("tool_schemas") or [],
+            params=request_params(tour),
+            max_tokens=tour.params.get("max_tokens") or conn["max_tokens"],
+            stop=list(tour.data.get("stop") or []),
+            prefill=step_prefill,
+            model=conn.get("model") or "",
+        )
+        if render is not None:
+            request.prompt, stop = render(tour.data["prompt_copy"], step_prefill)
+            request.stop = list(dict.fromkeys([*request.stop, *stop]))
+            request.tools = []
+        else:
+            request.messages = tour.data["prompt_copy"]
+        tour.data["request"] = request

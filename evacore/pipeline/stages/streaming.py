@@ -1,0 +1,68 @@
+"""Stage 12, streaming response: relay the provider's events to the client as they come.
+
+Must not: judge answers (stream rules do, in the agent loop) or run tools. While a text
+rule is armed the loop sets `holding`, and deltas are kept back instead of sent (R6.7).
+The prefill goes in front of the client's first delta exactly once (R2.12).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evacore.providers.base import Finish, ReasoningDelta, TextDelta, ToolCall
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Step, Tour
+
+
+class Streaming:
+    number = 12
+    name = "streaming"
+
+    async def run(self, core: Core, tour: Tour) -> None:
+        step: Step = tour.data["step"]
+        holding: bool = tour.data.get("holding", False)
+        stream_hooks = tour.data.get("stream_hooks")
+        parts: list[str] = []
+        tour.data["partial"] = parts
+        prefix = tour.data.get("prefill", "") if not tour.data.get("prefill_sent") else ""
+        if prefix:
+            parts.append(prefix)
+        reasoning: list[str] = []
+        async for event in tour.data.pop("events_iter"):
+            if isinstance(event, TextDelta):
+                text = event.text
+                if stream_hooks is not None:
+                    text = await stream_hooks.on_delta(text, "".join(parts))
+                if not text:
+                    continue
+                parts.append(text)
+                if not holding:
+                    if prefix and not tour.data.get("prefill_sent"):
+                        text = prefix + text
+                    tour.data["prefill_sent"] = True
+                    tour.events.emit("delta", {"text": text})
+            elif isinstance(event, ToolCall):
+                call = {"id": event.id, "name": event.name, "arguments": event.arguments}
+                step.tool_calls.append(call)
+                if not holding:
+                    tour.events.emit("tool_call", dict(call))
+            elif isinstance(event, ReasoningDelta):
+                reasoning.append(event.text)
+            elif isinstance(event, Finish):
+                step.finish_reason = event.finish_reason
+                if event.usage is not None:
+                    step.usage = {
+                        "prompt_tokens": event.usage.prompt_tokens,
+                        "completion_tokens": event.usage.completion_tokens,
+                        "total_tokens": event.usage.total_tokens,
+                    }
+                if event.model:
+                    tour.data["model"] = event.model
+        if prefix and not holding and not tour.data.get("prefill_sent"):
+            tour.data["prefill_sent"] = True
+            tour.events.emit("delta", {"text": prefix})
+        step.text = "".join(parts)
+        if reasoning:
+            step.reasoning = "".join(reasoning)  # type: ignore[attr-defined]

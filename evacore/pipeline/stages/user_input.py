@@ -1,0 +1,106 @@
+"""Stage 1, user input: load the chat and its parts, check the mode, commit the user's message.
+
+Must not: build any prompt text. The user's message is committed here, in its own
+transaction, before anything later can fail (R2.1 stage 1): it is never lost.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evacore.errors import InvalidInput, NotFound
+from evacore.pipeline.tour import MODES
+from evacore.store import chats as chat_store
+from evacore.store import tours as tour_store
+from evacore.store.connections import get_connection
+from evacore.store.tables import Character, Persona
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+DEFAULT_CHARACTER: dict[str, Any] = {
+    "name": "Assistant",
+    "description": "{{char}} is a helpful, honest and friendly assistant who talks with {{user}}.",
+    "personality": "",
+    "scenario": "",
+    "first_mes": "",
+    "mes_example": "",
+    "system_prompt": "",
+    "post_history_instructions": "",
+    "alternate_greetings": [],
+    "extensions": {},
+}
+
+
+class UserInput:
+    number = 1
+    name = "user_input"
+
+    async def run(self, core: Core, tour: Tour) -> None:
+        if tour.mode not in MODES:
+            raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
+        async with core.session() as s:
+            chat = await chat_store.get_chat(s, tour.chat_id, lock=True)
+            if chat.connection_id is None:
+                raise InvalidInput("the chat has no connection; set connection_id first")
+            connection = await get_connection(s, chat.connection_id)
+            character = await s.get(Character, chat.character_id) if chat.character_id else None
+            persona = await s.get(Persona, chat.persona_id) if chat.persona_id else None
+            last = await chat_store.last_message(s, chat.id)
+            target = await self._target(s, tour, chat, last)
+            user_message_id = None
+            if tour.mode == "normal" and (tour.input_text or tour.input_images):
+                msg = await chat_store.add_message(
+                    s, chat, role="user", content=tour.input_text, images=tour.input_images,
+                    name=persona.name if persona else "User",
+                )
+                user_message_id = msg.id
+            elif tour.mode == "normal" and last is None:
+                raise InvalidInput("the message is empty")
+            await tour_store.create_tour(
+                s, id=tour.id, chat_id=chat.id, user_id=tour.user_id, mode=tour.mode,
+                env=tour.env, instance_id=core.instance_id,
+            )
+            tour.data.update(
+                chat={
+                    "id": chat.id, "title": chat.title, "settings": dict(chat.settings or {}),
+                    "variables": dict(chat.variables or {}), "state": dict(chat.state or {}),
+                    "turn": chat.turn, "character_id": chat.character_id,
+                    "persona_id": chat.persona_id, "user_id": chat.user_id,
+                },
+                connection=connection_snapshot(connection),
+                character=dict(character.data) if character else dict(DEFAULT_CHARACTER),
+                character_id=character.id if character else None,
+                persona={
+                    "name": persona.name if persona else "User",
+                    "description": persona.description if persona else "",
+                    "id": persona.id if persona else None,
+                },
+                user_message_id=user_message_id,
+                target_message_id=target,
+            )
+        tour.events.emit("tour", {"tour_id": tour.id, "held": False, "chat_id": tour.chat_id})
+
+    async def _target(self, s: Any, tour: Tour, chat: Any, last: Any) -> str | None:
+        """The assistant message that regenerate/swipe/continue works on."""
+        if tour.mode in ("swipe", "continue"):
+            if last is None or last.role != "assistant":
+                raise InvalidInput(f"{tour.mode} needs an assistant message at the end of the chat")
+            return last.id
+        if tour.mode == "regenerate":
+            if last is None:
+                raise NotFound("there is nothing to regenerate in this chat")
+            return last.id if last.role == "assistant" else None
+        return None
+
+
+def connection_snapshot(c: Any) -> dict[str, Any]:
+    """The connection record as plain data; the API key stays inside this tour only."""
+    return {
+        "id": c.id, "name": c.name, "kind": c.kind, "base_url": c.base_url,
+        "api_key": c.api_key, "model": c.model, "context_size": c.context_size,
+        "max_tokens": c.max_tokens, "tokenizer": c.tokenizer, "vision": c.vision,
+        "prefill": c.prefill, "postprocess": c.postprocess, "instruct": c.instruct,
+        "params": dict(c.params or {}),
+    }

@@ -1,0 +1,119 @@
+"""A tour: one generation run, its fixed environment, abort signal, seed, timings and results.
+
+Must not: run stages (runner.py does) or touch storage; it is the state stages share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from evacore.domain.ids import new_id
+from evacore.pipeline.events import EventSink
+from evacore.pipeline.prompt import Prompt
+
+MODES = ("normal", "regenerate", "swipe", "continue", "impersonate", "quiet")
+
+
+class AbortSignal:
+    """Fired once, by an explicit abort, a client disconnect, shutdown or a timeout (R2.11)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason: str | None = None
+
+    def fire(self, reason: str = "aborted") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def event(self) -> asyncio.Event:
+        """The underlying event, for code that wants a plain `asyncio.Event`."""
+        return self._event
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+@dataclass
+class Step:
+    """One provider request inside the tour and the answer it produced."""
+
+    index: int
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    discarded: bool = False
+
+    def stored(self) -> dict[str, Any]:
+        """The shape stored with the variant and returned by the API (R12.3)."""
+        return {
+            "text": self.text,
+            "tool_calls": self.tool_calls,
+            "results": self.results,
+            "finish_reason": self.finish_reason,
+        }
+
+
+@dataclass
+class Tour:
+    chat_id: str
+    user_id: str | None
+    role: str
+    mode: str = "normal"
+    stream: bool = True
+    env: dict[str, bool] = field(default_factory=dict)
+    env_overrides: dict[str, bool] | None = None
+    input_text: str = ""
+    input_images: list[Any] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    """Per-request generation parameters (sampler settings, prefill override, …)."""
+    client_ops: list[dict[str, Any]] = field(default_factory=list)
+    id: str = field(default_factory=new_id)
+    seed: int = field(default_factory=lambda: random.SystemRandom().randrange(2**32))
+    abort: AbortSignal = field(default_factory=AbortSignal)
+    events: EventSink = field(default_factory=EventSink)
+    prompt: Prompt = field(default_factory=Prompt)
+    timings: dict[str, float] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    """What stages load and hand on (chat, connection, character, persona, history…)."""
+    steps: list[Step] = field(default_factory=list)
+    answer: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    status: str = "running"
+    error: dict[str, Any] | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def rng(self) -> random.Random:
+        """The tour's own random source (seeded, recorded): draws are reproducible."""
+        rng = self.data.get("_rng")
+        if rng is None:
+            rng = self.data["_rng"] = random.Random(self.seed)
+        return rng
+
+    def flags(self) -> frozenset[str]:
+        return frozenset(k for k, v in self.env.items() if v)
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(
+                self.timings.get(name, 0.0) + (time.perf_counter() - t0) * 1000, 3
+            )

@@ -1,0 +1,259 @@
+"""`/v1/chats` and their messages (R12.3): create (greetings become variants), read, edit.
+
+Must not: generate (routes/generate.py does). A non-master sees only chats they own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from evacore.errors import InvalidInput, NotFound
+from evacore.server.auth import AnyUser, Identity
+from evacore.server.deps import SessionDep
+from evacore.store import chats as repo
+from evacore.store.tables import Character, Chat, Connection, LorebookLink, Persona, Variant
+
+router = APIRouter(tags=["chats"])
+
+
+class ChatIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    connection_id: str | None = None
+    character_id: str | None = None
+    persona_id: str | None = None
+    lorebook_ids: list[str] = Field(default_factory=list)
+    title: str | None = Field(default=None, max_length=300)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    connection_id: str | None = None
+    character_id: str | None = None
+    persona_id: str | None = None
+    lorebook_ids: list[str] | None = None
+    title: str | None = Field(default=None, max_length=300)
+    settings: dict[str, Any] | None = None
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: str = Field(default="user", pattern="^(user|assistant|system)$")
+    content: str = Field(max_length=1_000_000)
+    name: str | None = Field(default=None, max_length=300)
+    hidden: bool = False
+
+
+class MessagePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    content: str | None = Field(default=None, max_length=1_000_000)
+    active_variant: str | None = None
+    hidden: bool | None = None
+
+
+def chat_json(c: Chat, lorebook_ids: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "title": c.title,
+        "connection_id": c.connection_id,
+        "character_id": c.character_id,
+        "persona_id": c.persona_id,
+        "lorebook_ids": lorebook_ids or [],
+        "settings": c.settings or {},
+        "variables": c.variables or {},
+        "turn": c.turn,
+        "user_id": c.user_id,
+        "created_at": c.created_at.isoformat() if c.created_at else None,
+        "updated_at": c.updated_at.isoformat() if c.updated_at else None,
+    }
+
+
+async def owned_chat(session: AsyncSession, chat_id: str, who: Identity) -> Chat:
+    chat = await session.get(Chat, chat_id)
+    if chat is None or (not who.is_master and chat.user_id != who.user_id):
+        raise NotFound(f"chat {chat_id} not found")
+    return chat
+
+
+async def _chat_lorebooks(session: AsyncSession, chat_id: str) -> list[str]:
+    rows = await session.scalars(
+        select(LorebookLink.lorebook_id).where(
+            LorebookLink.target_kind == "chat", LorebookLink.target_id == chat_id
+        )
+    )
+    return list(rows.all())
+
+
+async def _check_refs(session: AsyncSession, body: ChatIn | ChatPatch) -> None:
+    for model, value, label in (
+        (Connection, body.connection_id, "connection"),
+        (Character, body.character_id, "character"),
+        (Persona, body.persona_id, "persona"),
+    ):
+        if value and await session.get(model, value) is None:
+            raise InvalidInput(f"{label} {value} does not exist")
+    from evacore.store.tables import Lorebook
+
+    for lb in body.lorebook_ids or []:
+        if await session.get(Lorebook, lb) is None:
+            raise InvalidInput(f"lorebook {lb} does not exist")
+
+
+async def _set_lorebooks(session: AsyncSession, chat_id: str, ids: list[str]) -> None:
+    existing = (
+        await session.scalars(
+            select(LorebookLink).where(
+                LorebookLink.target_kind == "chat", LorebookLink.target_id == chat_id
+            )
+        )
+    ).all()
+    for link in existing:
+        await session.delete(link)
+    await session.flush()
+    for lb in dict.fromkeys(ids):
+        session.add(LorebookLink(lorebook_id=lb, target_kind="chat", target_id=chat_id))
+
+
+async def add_greeting(session: AsyncSession, chat: Chat, character: Character | None,
+                       user_name: str) -> None:
+    """The card's greeting and alternate greetings become the first message's variants."""
+    if character is None:
+        return
+    data = character.data or {}
+    greetings = [g for g in [data.get("first_mes") or "", *(data.get("alternate_greetings")
+                                                           or [])] if g and g.strip()]
+    if not greetings:
+        return
+    from evacore.macros import MacroEngine, MacroEnv
+
+    engine, env = MacroEngine(), MacroEnv(user=user_name, char=data.get("name") or "")
+    msg = await repo.add_message(session, chat, role="assistant", name=data.get("name"))
+    first = None
+    for text in greetings:
+        v = await repo.add_variant(session, msg, activate=False,
+                                   content=engine.evaluate(text, env), finish_reason="greeting")
+        first = first or v
+    msg.active_variant_id = first.id if first else None
+
+
+@router.post("/chats", status_code=201)
+async def create_chat(body: ChatIn, who: AnyUser, session: SessionDep) -> dict[str, Any]:
+    await _check_refs(session, body)
+    connection_id = body.connection_id
+    if connection_id is None:
+        from evacore.store.connections import ensure_mock
+
+        connection_id = (await ensure_mock(session)).id
+    chat = Chat(
+        title=body.title or "", connection_id=connection_id, character_id=body.character_id,
+        persona_id=body.persona_id, settings=body.settings, user_id=who.user_id,
+    )
+    session.add(chat)
+    await session.flush()
+    await _set_lorebooks(session, chat.id, body.lorebook_ids)
+    character = await session.get(Character, body.character_id) if body.character_id else None
+    persona = await session.get(Persona, body.persona_id) if body.persona_id else None
+    if not chat.title:
+        chat.title = character.name if character else "Chat"
+    await add_greeting(session, chat, character, persona.name if persona else "User")
+    await session.flush()
+    return chat_json(chat, body.lorebook_ids)
+
+
+@router.get("/chats")
+async def list_chats(
+    who: AnyUser, session: SessionDep, limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+) -> dict[str, Any]:
+    stmt = select(Chat).order_by(Chat.updated_at.desc()).offset(offset).limit(limit)
+    if not who.is_master:
+        stmt = stmt.where(Chat.user_id == who.user_id)
+    return {"chats": [chat_json(c) for c in (await session.scalars(stmt)).all()]}
+
+
+@router.get("/chats/{chat_id}")
+async def get_chat(chat_id: str, who: AnyUser, session: SessionDep) -> dict[str, Any]:
+    chat = await owned_chat(session, chat_id, who)
+    return chat_json(chat, await _chat_lorebooks(session, chat_id))
+
+
+@router.patch("/chats/{chat_id}")
+async def patch_chat(chat_id: str, body: ChatPatch, who: AnyUser,
+                     session: SessionDep) -> dict[str, Any]:
+    chat = await owned_chat(session, chat_id, who)
+    await _check_refs(session, body)
+    for key in ("connection_id", "character_id", "persona_id", "title", "settings"):
+        value = getattr(body, key)
+        if value is not None:
+            setattr(chat, key, value)
+    if body.lorebook_ids is not None:
+        await _set_lorebooks(session, chat.id, body.lorebook_ids)
+    await session.flush()
+    return chat_json(chat, await _chat_lorebooks(session, chat_id))
+
+
+@router.delete("/chats/{chat_id}", status_code=204)
+async def delete_chat(chat_id: str, who: AnyUser, session: SessionDep) -> Response:
+    chat = await owned_chat(session, chat_id, who)
+    await session.delete(chat)
+    return Response(status_code=204)
+
+
+@router.get("/chats/{chat_id}/messages")
+async def list_messages(
+    chat_id: str, who: AnyUser, session: SessionDep,
+    offset: int = Query(0, ge=0), limit: int | None = Query(None, ge=1, le=100_000),
+) -> dict[str, Any]:
+    await owned_chat(session, chat_id, who)
+    msgs, variants = await repo.list_messages(session, chat_id, offset=offset, limit=limit)
+    return {"messages": [repo.message_json(m, variants.get(m.id, [])) for m in msgs]}
+
+
+@router.post("/chats/{chat_id}/messages", status_code=201)
+async def add_message(chat_id: str, body: MessageIn, who: AnyUser,
+                      session: SessionDep) -> dict[str, Any]:
+    """Add a message without generating (e.g. a narrator line or a hand-written answer)."""
+    chat = await owned_chat(session, chat_id, who)
+    msg = await repo.add_message(session, chat, role=body.role, content=body.content,
+                                 name=body.name, hidden=body.hidden)
+    variants: list[Variant] = []
+    if body.role == "assistant":
+        variants.append(await repo.add_variant(session, msg, content=body.content,
+                                               finish_reason="manual"))
+    return repo.message_json(msg, variants)
+
+
+@router.patch("/chats/{chat_id}/messages/{message_id}")
+async def patch_message(chat_id: str, message_id: str, body: MessagePatch, who: AnyUser,
+                        session: SessionDep) -> dict[str, Any]:
+    await owned_chat(session, chat_id, who)
+    msg = await repo.get_message(session, chat_id, message_id)
+    variants = (await repo.variants_of(session, [msg.id])).get(msg.id, [])
+    if body.active_variant is not None:
+        if body.active_variant not in {v.id for v in variants}:
+            raise InvalidInput(f"variant {body.active_variant} is not a variant of this message")
+        msg.active_variant_id = body.active_variant
+    if body.content is not None:
+        active = next((v for v in variants if v.id == msg.active_variant_id), None)
+        if active is not None:
+            active.content = body.content
+        else:
+            msg.content = body.content
+    if body.hidden is not None:
+        msg.hidden = body.hidden
+    await session.flush()
+    return repo.message_json(msg, variants)
+
+
+@router.delete("/chats/{chat_id}/messages/{message_id}", status_code=204)
+async def delete_message(chat_id: str, message_id: str, who: AnyUser,
+                         session: SessionDep) -> Response:
+    await owned_chat(session, chat_id, who)
+    msg = await repo.get_message(session, chat_id, message_id)
+    await repo.delete_message(session, msg)
+    return Response(status_code=204)

@@ -1,0 +1,144 @@
+"""`POST /v1/chats/{id}/generate` (R8.3, R12.4): start a tour, stream it as SSE or answer JSON.
+
+Must not: run stages; the tour runs as a task of this instance and outlives nothing: a
+client that disconnects fires the tour's abort, which closes the upstream request at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from evacore.domain.roles import ENV_FLAGS, env_for_role
+from evacore.errors import EvacoreError, InvalidInput
+from evacore.pipeline.tour import Tour
+from evacore.server.auth import AnyUser
+from evacore.server.deps import CoreDep
+from evacore.server.errors import error_response
+from evacore.server.routes.chats import owned_chat
+from evacore.server.sse import sse_frame
+from evacore.store.tables import Connection
+
+router = APIRouter(tags=["generate"])
+
+
+class MessageBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    content: str = Field(default="", max_length=1_000_000)
+    images: list[Any] = Field(default_factory=list, max_length=16)
+
+
+class ClientOp(BaseModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = Field(default="", max_length=4000)
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class GenerateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    message: MessageBody | None = None
+    mode: Literal["normal", "regenerate", "swipe", "continue", "impersonate", "quiet"] = "normal"
+    stream: bool = True
+    env: dict[str, bool] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    prefill: str | None = Field(default=None, max_length=100_000)
+    client_ops: list[ClientOp] = Field(default_factory=list, max_length=64)
+
+
+_STATUS = {}
+
+
+def status_for(code: str) -> int:
+    """The HTTP status of an error code, from the exception tree."""
+    if not _STATUS:
+        stack = [EvacoreError]
+        while stack:
+            cls = stack.pop()
+            _STATUS[cls.code] = cls.status
+            stack.extend(cls.__subclasses__())
+    return _STATUS.get(code, 500)
+
+
+async def build_tour(core: Any, chat_id: str, body: GenerateIn, who: Any) -> Tour:
+    async with core.session() as s:
+        chat = await owned_chat(s, chat_id, who)
+        conn = await s.get(Connection, chat.connection_id) if chat.connection_id else None
+    images = body.message.images if body.message else []
+    env = env_for_role(who.role)
+    env["client_ops"] = bool(body.client_ops)
+    env["picture"] = bool(images) and bool(conn and conn.vision)
+    overrides = None
+    if body.env:
+        unknown = set(body.env) - set(ENV_FLAGS)
+        if unknown:
+            raise InvalidInput(f"unknown env flags: {', '.join(sorted(unknown))}; "
+                               f"known: {', '.join(ENV_FLAGS)}")
+        if who.is_master:
+            overrides = dict(body.env)
+            env.update(overrides)
+    if body.mode == "normal" and not (body.message and (body.message.content or images)):
+        raise InvalidInput("message.content is required in normal mode")
+    params = dict(body.params)
+    if body.prefill is not None:
+        params["prefill"] = body.prefill
+    return Tour(
+        chat_id=chat_id, user_id=who.user_id, role=who.role, mode=body.mode, stream=body.stream,
+        env=env, env_overrides=overrides,
+        input_text=body.message.content if body.message else "",
+        input_images=images, params=params,
+        client_ops=[op.model_dump() for op in body.client_ops],
+    )
+
+
+def result_json(tour: Tour) -> dict[str, Any]:
+    message_id, variant_id = tour.data.get("saved") or (None, None)
+    return {
+        "tour_id": tour.id,
+        "message_id": message_id,
+        "variant_id": variant_id,
+        "content": tour.answer,
+        "steps": [s.stored() for s in tour.steps if s.tool_calls],
+        "finish_reason": tour.finish_reason,
+        "usage": tour.usage,
+        "status": tour.status,
+    }
+
+
+@router.post("/chats/{chat_id}/generate")
+async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
+                   request: Request) -> Any:
+    tour = await build_tour(core, chat_id, body, who)
+    manager = core.services["tours"]
+    if not body.stream:
+        task = manager.start(tour)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            manager.abort_local(tour.id, "client disconnected")
+            raise
+        if tour.error:
+            return error_response(status_for(tour.error["code"]), tour.error["code"],
+                                  tour.error["message"], tour_id=tour.id)
+        return JSONResponse(result_json(tour))
+    return StreamingResponse(
+        _stream(manager, tour), media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                 "X-Tour-Id": tour.id},
+    )
+
+
+async def _stream(manager: Any, tour: Tour) -> AsyncIterator[bytes]:
+    manager.start(tour)
+    finished = False
+    try:
+        async for name, data in tour.events:
+            yield sse_frame(name, data)
+        finished = True
+    finally:
+        if not finished:
+            manager.abort_local(tour.id, "client disconnected")

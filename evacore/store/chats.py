@@ -1,0 +1,221 @@
+"""Chats, messages and variants: create, read history newest-first, append, pick variants.
+
+Must not: decide generation modes or build prompts; it stores and reads what the pipeline says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from evacore.domain.ids import utcnow
+from evacore.errors import NotFound
+from evacore.store.tables import Chat, Message, Variant
+
+
+@dataclass
+class HistoryMessage:
+    """A message as the pipeline reads it: the active variant's text and steps folded in."""
+
+    id: str
+    position: int
+    role: str
+    name: str | None
+    content: str
+    images: list[Any] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    hidden: bool = False
+    variant_id: str | None = None
+    created_at: Any = None
+
+
+async def get_chat(session: AsyncSession, chat_id: str, *, lock: bool = False) -> Chat:
+    stmt = select(Chat).where(Chat.id == chat_id)
+    if lock and session.bind is not None and session.bind.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    chat = (await session.scalars(stmt)).first()
+    if chat is None:
+        raise NotFound(f"chat {chat_id} not found")
+    return chat
+
+
+async def add_message(
+    session: AsyncSession,
+    chat: Chat,
+    *,
+    role: str,
+    content: str = "",
+    name: str | None = None,
+    images: list[Any] | None = None,
+    hidden: bool = False,
+    extra: dict[str, Any] | None = None,
+    created_at: Any = None,
+) -> Message:
+    """Append a message at the chat's next position (positions never repeat)."""
+    position = chat.next_position
+    chat.next_position = position + 1
+    chat.updated_at = utcnow()
+    msg = Message(
+        chat_id=chat.id,
+        position=position,
+        role=role,
+        name=name,
+        content=content,
+        images=images or [],
+        hidden=hidden,
+        extra=extra or {},
+    )
+    if created_at is not None:
+        msg.created_at = created_at
+    session.add(msg)
+    await session.flush()
+    return msg
+
+
+async def add_variant(
+    session: AsyncSession, message: Message, *, activate: bool = True, **fields: Any
+) -> Variant:
+    variant = Variant(message_id=message.id, **fields)
+    session.add(variant)
+    await session.flush()
+    if activate:
+        message.active_variant_id = variant.id
+    return variant
+
+
+async def last_message(session: AsyncSession, chat_id: str) -> Message | None:
+    return (
+        await session.scalars(
+            select(Message)
+            .where(Message.chat_id == chat_id)
+            .order_by(Message.position.desc())
+            .limit(1)
+        )
+    ).first()
+
+
+async def get_message(session: AsyncSession, chat_id: str, message_id: str) -> Message:
+    msg = await session.get(Message, message_id)
+    if msg is None or msg.chat_id != chat_id:
+        raise NotFound(f"message {message_id} not found in chat {chat_id}")
+    return msg
+
+
+async def variants_of(session: AsyncSession, message_ids: list[str]) -> dict[str, list[Variant]]:
+    if not message_ids:
+        return {}
+    rows = (
+        await session.scalars(
+            select(Variant)
+            .where(Variant.message_id.in_(message_ids))
+            .order_by(Variant.created_at, Variant.id)
+        )
+    ).all()
+    out: dict[str, list[Variant]] = {}
+    for v in rows:
+        out.setdefault(v.message_id, []).append(v)
+    return out
+
+
+async def history_newest_first(
+    session: AsyncSession, chat_id: str, *, before: int | None = None, limit: int = 200
+) -> list[HistoryMessage]:
+    """A batch of messages, newest first, below position `before` (all when None)."""
+    stmt = select(Message).where(Message.chat_id == chat_id)
+    if before is not None:
+        stmt = stmt.where(Message.position < before)
+    msgs = (await session.scalars(stmt.order_by(Message.position.desc()).limit(limit))).all()
+    active_ids = [m.active_variant_id for m in msgs if m.active_variant_id]
+    variants: dict[str, Variant] = {}
+    if active_ids:
+        rows = (await session.scalars(select(Variant).where(Variant.id.in_(active_ids)))).all()
+        variants = {v.id: v for v in rows}
+    out = []
+    for m in msgs:
+        v = variants.get(m.active_variant_id or "")
+        out.append(
+            HistoryMessage(
+                id=m.id,
+                position=m.position,
+                role=m.role,
+                name=m.name,
+                content=v.content if v is not None else m.content,
+                images=m.images or [],
+                steps=(v.steps if v is not None else []) or [],
+                hidden=m.hidden,
+                variant_id=v.id if v is not None else None,
+                created_at=m.created_at,
+            )
+        )
+    return out
+
+
+async def list_messages(
+    session: AsyncSession, chat_id: str, *, offset: int = 0, limit: int | None = None
+) -> tuple[list[Message], dict[str, list[Variant]]]:
+    stmt = (
+        select(Message)
+        .where(Message.chat_id == chat_id)
+        .order_by(Message.position)
+        .offset(offset)
+    )
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    msgs = list((await session.scalars(stmt)).all())
+    return msgs, await variants_of(session, [m.id for m in msgs])
+
+
+async def count_messages(session: AsyncSession, chat_id: str) -> int:
+    return int(
+        await session.scalar(select(func.count()).select_from(Message).where(Message.chat_id == chat_id))
+        or 0
+    )
+
+
+async def delete_message(session: AsyncSession, message: Message) -> None:
+    await session.execute(delete(Variant).where(Variant.message_id == message.id))
+    await session.delete(message)
+
+
+async def bump_turn(session: AsyncSession, chat_id: str) -> int:
+    """Count one committed model answer (SPEC §1 turn); returns the new turn."""
+    await session.execute(update(Chat).where(Chat.id == chat_id).values(turn=Chat.turn + 1))
+    return int(await session.scalar(select(Chat.turn).where(Chat.id == chat_id)) or 0)
+
+
+def message_json(m: Message, variants: list[Variant]) -> dict[str, Any]:
+    """The public message shape (R12.3)."""
+    active = next((v for v in variants if v.id == m.active_variant_id), None)
+    return {
+        "id": m.id,
+        "role": m.role,
+        "name": m.name,
+        "content": active.content if active is not None else m.content,
+        "active_variant": m.active_variant_id,
+        "variants": [variant_json(v) for v in variants],
+        "images": m.images or [],
+        "hidden": m.hidden,
+        "position": m.position,
+        "created_at": m.created_at.isoformat() if m.created_at else None,
+    }
+
+
+def variant_json(v: Variant) -> dict[str, Any]:
+    return {
+        "id": v.id,
+        "content": v.content,
+        "steps": [
+            {"tool_calls": s.get("tool_calls", []), "results": s.get("results", []),
+             "text": s.get("text", "")}
+            for s in (v.steps or [])
+        ],
+        "finish_reason": v.finish_reason,
+        "status": v.status,
+        "model": v.model,
+        "usage": v.usage or {},
+        "tour_id": v.tour_id,
+        "created_at": v.created_at.isoformat() if v.created_at else None,
+    }

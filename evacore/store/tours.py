@@ -1,0 +1,83 @@
+"""Tour records: created running, finished with status and diagnostics, abort requests.
+
+Must not: run tours; cross-instance abort is a flag here that the owning instance polls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from evacore.domain.ids import utcnow
+from evacore.errors import NotFound
+from evacore.store.tables import Tour as TourRow
+
+
+async def create_tour(session: AsyncSession, **fields: Any) -> TourRow:
+    row = TourRow(status="running", **fields)
+    session.add(row)
+    await session.flush()
+    return row
+
+
+async def finish_tour(
+    session: AsyncSession,
+    tour_id: str,
+    *,
+    status: str,
+    diagnostics: dict[str, Any],
+    error: dict[str, Any] | None = None,
+    message_id: str | None = None,
+    variant_id: str | None = None,
+) -> None:
+    await session.execute(
+        update(TourRow)
+        .where(TourRow.id == tour_id)
+        .values(
+            status=status,
+            diagnostics=diagnostics,
+            error=error,
+            message_id=message_id,
+            variant_id=variant_id,
+            finished_at=utcnow(),
+        )
+    )
+
+
+async def get_tour(session: AsyncSession, tour_id: str) -> TourRow:
+    row = await session.get(TourRow, tour_id)
+    if row is None:
+        raise NotFound(f"tour {tour_id} not found")
+    return row
+
+
+async def request_abort(session: AsyncSession, tour_id: str) -> TourRow:
+    row = await get_tour(session, tour_id)
+    if row.status == "running":
+        row.abort_requested = True
+    return row
+
+
+async def abort_requested(session: AsyncSession, tour_id: str) -> bool:
+    return bool(
+        await session.scalar(select(TourRow.abort_requested).where(TourRow.id == tour_id))
+    )
+
+
+def tour_json(row: TourRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "tour_id": row.id,
+        "chat_id": row.chat_id,
+        "mode": row.mode,
+        "status": row.status,
+        "env": row.env or {},
+        "message_id": row.message_id,
+        "variant_id": row.variant_id,
+        "error": row.error,
+        "diagnostics": row.diagnostics or {},
+        "created_at": row.created_at.isoformat() if row.created_at else None,
+        "finished_at": row.finished_at.isoformat() if row.finished_at else None,
+    }

@@ -1,0 +1,66 @@
+"""Test helpers: a real `evacore serve` process on loopback, free ports, waiting for health."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`python -m evacore serve` in a child process with its own data dir and database."""
+
+    def __init__(self, data_dir: Path, db_url: str, token: str, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "EVACORE_DATA_DIR": str(data_dir),
+            "EVACORE_DATABASE_URL": db_url,
+            "EVACORE_MASTER_TOKEN": token,
+            "EVACORE_LOG_FORMAT": "json",
+            **env,
+        }
+        self.token = token
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir.parent / f"server-{self.port}.log"
+
+    def start(self, timeout: float = 30.0) -> ServerProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        out = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "evacore", "serve", "--port", str(self.port)],
+            env=self.env, stdout=out, stderr=out, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/v1/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"server did not start:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=15)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
