@@ -48,12 +48,12 @@ def detect_card_kind(data: bytes) -> CardKind:
 def read_card(data: bytes, filename: str | None = None, limits: Limits | None = None) -> Card:
     """Read a card from PNG/APNG, JSON or CHARX bytes; malformed input raises ImportInvalid."""
     limits = limits or DEFAULT_LIMITS
-    if len(data) > limits.max_input_bytes:
-        raise TooLarge(
-            f"{filename or 'the file'} is {len(data)} bytes; the limit is {limits.max_input_bytes}",
-            limit=limits.max_input_bytes,
-        )
     try:
+        if len(data) > limits.max_input_bytes:
+            raise TooLarge(
+                f"the file is {len(data)} bytes; the limit is {limits.max_input_bytes}",
+                limit=limits.max_input_bytes,
+            )
         kind = detect_card_kind(data)
         if kind == "png":
             return _read_png(data, limits)

@@ -66,7 +66,8 @@ def _master(obj: dict[str, Any]) -> list[Preset] | None:
         if key in SIGNATURES:
             kind = detect_preset_kind(member)
             if kind != key:
-                raise ImportInvalid(f"the master export key {key!r} does not hold a {key} template")
+                raise ImportInvalid(
+                    f"the master export key {key!r} does not hold a valid {key} preset")
             presets.append(_named(kind, member, where))
         else:
             name = member.get("name")
