@@ -41,8 +41,17 @@ class _Hunk:
     def old(self, fuzz_head: int = 0, fuzz_tail: int = 0) -> list[str]:
         return [t for tag, t in self._trimmed(fuzz_head, fuzz_tail) if tag != "+"]
 
-    def new(self, fuzz_head: int = 0, fuzz_tail: int = 0) -> list[str]:
-        return [t for tag, t in self._trimmed(fuzz_head, fuzz_tail) if tag != "-"]
+    def merged(self, matched: list[str], head: int, tail: int) -> list[str]:
+        """The new lines, with context lines as the file has them (a loose match keeps the file's)."""
+        out, cursor = [], 0
+        for tag, text in self._trimmed(head, tail):
+            if tag == " ":
+                out.append(matched[cursor])
+            if tag != "+":
+                cursor += 1
+            else:
+                out.append(text)
+        return out
 
     def _trimmed(self, head: int, tail: int) -> list[tuple[str, str]]:
         return self.ops[head: len(self.ops) - tail]
@@ -195,7 +204,7 @@ def _apply_hunks(text: str, hunks: list[_Hunk], shown: str) -> PatchResult:
             if header_pos is not None and found - head != hint:
                 notes.append(f"hunk {number} applied {abs(found - head - hint)} line(s) "
                              f"{'later' if found - head > hint else 'earlier'} than its header says")
-        old, new = hunk.old(head, tail), hunk.new(head, tail)
+        old, new = hunk.old(head, tail), hunk.merged(lines[found:], head, tail)
         at_eof = found + len(old) == len(lines)
         lines[found:found + len(old)] = new
         if at_eof and (hunk.old_no_newline or hunk.new_no_newline):
@@ -210,14 +219,16 @@ def _apply_hunks(text: str, hunks: list[_Hunk], shown: str) -> PatchResult:
 
 def _locate(lines: list[str], hunk: _Hunk, hint: int, start: int, notes: list[str],
             number: int) -> tuple[int | None, int, int]:
-    """Find a hunk: exact, then ignoring trailing spaces, then with up to MAX_FUZZ context lines
-    dropped at its edges (like patch's fuzz factor). Returns (position, dropped head, dropped tail)."""
+    """Find a hunk: exact, then ignoring trailing spaces; then the same with up to MAX_FUZZ context
+    lines dropped at either edge (like patch's fuzz factor), fewest first.
+    Returns (position, dropped head, dropped tail)."""
     max_head, max_tail = hunk.edge_context()
-    for fuzz in range(0, MAX_FUZZ + 1):
-        head, tail = min(fuzz, max_head), min(fuzz, max_tail)
-        if fuzz and (head, tail) == (min(fuzz - 1, max_head), min(fuzz - 1, max_tail)):
-            continue
+    trims = sorted(((h, t) for h in range(min(MAX_FUZZ, max_head) + 1)
+                    for t in range(min(MAX_FUZZ, max_tail) + 1)), key=lambda ht: (sum(ht), ht))
+    for head, tail in trims:
         want = hunk.old(head, tail)
+        if not want:
+            continue
         for loose in (False, True):
             pos = _find(lines, want, hint + head, start, loose)
             if pos is not None:
@@ -258,42 +269,41 @@ def _apply_blocks(text: str, blocks: list[tuple[str, str]], shown: str) -> Patch
         if search.strip() == "":
             raise PatchFailed(f"{label}: the SEARCH part is empty; write_diff edits an existing "
                               "file, use write_file to write a whole file")
-        count = text.count(search)
-        if count > 1:
-            raise PatchFailed(f"{label}: the SEARCH text occurs {count} times in {shown}; "
-                              "add surrounding lines so it matches once; nothing was written")
-        if count == 1:
-            text = _replace_once(text, search, replace)
-        else:
-            text = _replace_loose(text, search, replace, label, shown)
-            notes.append(f"{label} matched ignoring trailing whitespace")
+        text, note = _replace_block(text, search, replace, label, shown)
+        if note:
+            notes.append(f"{label} {note}")
         removed += search.count("\n") + 1
         added += replace.count("\n") + 1 if replace else 0
     return PatchResult(text, len(blocks), added, removed, notes)
 
 
-def _replace_once(text: str, search: str, replace: str) -> str:
-    """Replace the one occurrence; an emptied run of whole lines takes its line end along."""
-    at = text.index(search)
-    end = at + len(search)
-    whole_lines = (at == 0 or text[at - 1] == "\n") and text[end:end + 1] == "\n"
-    if replace == "" and whole_lines and not search.endswith("\n"):
-        end += 1
-    return text[:at] + replace + text[end:]
+def _line_hits(lines: list[str], want: list[str], loose: bool) -> list[int]:
+    key = (lambda t: t.rstrip()) if loose else (lambda t: t)
+    wanted = [key(w) for w in want]
+    return [p for p in range(0, len(lines) - len(want) + 1)
+            if all(key(lines[p + j]) == w for j, w in enumerate(wanted))]
 
 
-def _replace_loose(text: str, search: str, replace: str, label: str, shown: str) -> str:
-    """Line-wise match ignoring trailing whitespace (models often lose it)."""
+def _replace_block(text: str, search: str, replace: str, label: str,
+                   shown: str) -> tuple[str, str]:
+    """Replace whole lines matching SEARCH (exactly, then ignoring trailing whitespace), or else
+    a unique substring. Returns the new text and a note on how it matched."""
     lines, final_newline = _split(text)
     want = search.strip("\n").split("\n")
-    hits = [p for p in range(0, len(lines) - len(want) + 1)
-            if all(lines[p + j].rstrip() == w.rstrip() for j, w in enumerate(want))]
-    if not hits:
-        raise PatchFailed(f"{label}: the SEARCH text is not in {shown}: "
-                          f"{_nearest(lines, want, 0)}; nothing was written")
-    if len(hits) > 1:
-        raise PatchFailed(f"{label}: the SEARCH text occurs {len(hits)} times in {shown}; "
-                          "add surrounding lines so it matches once; nothing was written")
     new = replace.strip("\n").split("\n") if replace.strip("\n") else []
-    lines[hits[0]:hits[0] + len(want)] = new
-    return _join(lines, final_newline)
+    for loose in (False, True):
+        hits = _line_hits(lines, want, loose)
+        if len(hits) > 1:
+            raise PatchFailed(f"{label}: the SEARCH text occurs {len(hits)} times in {shown}; "
+                              "add surrounding lines so it matches once; nothing was written")
+        if hits:
+            lines[hits[0]:hits[0] + len(want)] = new
+            return _join(lines, final_newline), "matched ignoring trailing whitespace" if loose else ""
+    count = text.count(search)
+    if count == 1:
+        return text.replace(search, replace, 1), "matched inside a line"
+    if count > 1:
+        raise PatchFailed(f"{label}: the SEARCH text occurs {count} times in {shown}; "
+                          "add surrounding text so it matches once; nothing was written")
+    raise PatchFailed(f"{label}: the SEARCH text is not in {shown}: "
+                      f"{_nearest(lines, want, 0)}; nothing was written")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 from typing import Any
 
 from evacore.agent.registry import Tool, ToolContext
 from evacore.errors import ToolError
 
-_CHUNK = 65536
 DRAIN_AFTER_EXIT = 0.5
 """Seconds to keep reading after the shell exits, while background processes hold the output."""
 
@@ -43,10 +43,6 @@ class _Capture:
             del self.tail[:excess]
             self.dropped += excess
 
-    async def drain(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(_CHUNK):
-            self.feed(chunk)
-
     def text(self) -> str:
         if not self.dropped:
             return bytes(self.head + self.tail).decode("utf-8", errors="replace")
@@ -59,26 +55,46 @@ class _Capture:
                 + tail[skip:].decode("utf-8", errors="replace"))
 
 
-async def _kill_group(proc: asyncio.subprocess.Process, grace: float) -> None:
+class _ShellProtocol(asyncio.SubprocessProtocol):
+    """Feeds the command's output into the capture; tells when the shell exited and when the
+    output closed (with background children these are different moments)."""
+
+    def __init__(self, capture: _Capture) -> None:
+        self.capture = capture
+        self.exited = asyncio.Event()
+        self.output_closed = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.capture.feed(data.encode() if isinstance(data, str) else data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.output_closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+async def _within(event: asyncio.Event, seconds: float | None) -> bool:
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+async def _kill_group(transport: asyncio.SubprocessTransport, proto: _ShellProtocol,
+                      grace: float) -> None:
     """SIGTERM the whole process group, give it `grace` seconds, then SIGKILL what is left."""
-    pgid = proc.pid  # start_new_session: the shell leads its own group
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+    pgid = transport.get_pid()  # start_new_session: the shell leads its own group
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-        if wait is not None and proc.returncode is None:
-            try:
-                await asyncio.wait_for(proc.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-    await proc.wait()
-
-
-async def _finish(reader: asyncio.Future[None], seconds: float) -> bool:
-    """Wait up to `seconds` for the output to end; False if something still holds it open."""
-    done, _ = await asyncio.wait({reader}, timeout=seconds)
-    return bool(done)
+        if sig == signal.SIGTERM:
+            await _within(proto.exited, grace)
+    await _within(proto.exited, 5.0)
+    await _within(proto.output_closed, 1.0)
 
 
 async def shell(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -93,39 +109,35 @@ async def shell(args: dict[str, Any], ctx: ToolContext) -> str:
         notes.append(f"[timeout lowered to the maximum, {timeout:g}s]")
     await asyncio.to_thread(os.makedirs, ctx.workspace, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVACORE_")}
-    proc = await asyncio.create_subprocess_exec(
-        "/bin/sh", "-c", command, cwd=ctx.workspace, env=env, start_new_session=True,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
     capture = _Capture(settings.shell_output_cap)
-    reader = asyncio.ensure_future(capture.drain(proc.stdout))
-    exited = asyncio.ensure_future(proc.wait())
+    transport, proto = await asyncio.get_running_loop().subprocess_exec(
+        lambda: _ShellProtocol(capture), "/bin/sh", "-c", command, cwd=ctx.workspace, env=env,
+        start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    exited = asyncio.ensure_future(proto.exited.wait())
     aborted = asyncio.ensure_future(ctx.abort.wait())
     try:
         done, _ = await asyncio.wait({exited, aborted}, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         if exited not in done:
-            await _kill_group(proc, settings.shell_kill_grace)
-            await _finish(reader, 1.0)
+            await _kill_group(transport, proto, settings.shell_kill_grace)
             reason = "aborted" if aborted in done else f"timed out after {timeout:g}s"
             so_far = capture.text()
             raise ToolError(f"{reason}; the command and its child processes were killed"
                             + (f". Output so far:\n{so_far}" if so_far else ""))
-        if not await _finish(reader, DRAIN_AFTER_EXIT):
-            await _kill_group(proc, settings.shell_kill_grace)
-            await _finish(reader, 1.0)
+        if not await _within(proto.output_closed, DRAIN_AFTER_EXIT):
+            await _kill_group(transport, proto, settings.shell_kill_grace)
             notes.append("[background processes that kept the output open were stopped; "
                          "redirect their output to keep them running]")
     finally:
         aborted.cancel()
-        if proc.returncode is None:
-            await _kill_group(proc, settings.shell_kill_grace)
         exited.cancel()
-        reader.cancel()
+        if transport.get_returncode() is None:
+            await _kill_group(transport, proto, settings.shell_kill_grace)
+        transport.close()
     output = capture.text()
-    code = proc.returncode
+    code = transport.get_returncode()
     if code:
         notes.insert(0, f"[exit {code}]" if code > 0 else f"[killed by signal {-code}]")
     if notes:

@@ -1,0 +1,139 @@
+"""R5.2: the shell tool runs in the workspace with a timeout and an output cap, and leaves
+no process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from evacore.agent.registry import run_tool
+from evacore.agent.tools import default_registry
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of a process group that are still running (zombies do not count)."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state not in ("Z", "X"):
+            alive.append(int(entry))
+    return alive
+
+
+async def started(pid_file: Path) -> None:
+    """Wait (bounded) until the command has written its process group id."""
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text().strip():
+            await asyncio.sleep(0.05)  # let the background child start too
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the command did not start")
+
+
+async def shell(ctx, command: str, **extra: object) -> tuple[str, bool]:
+    outcome = await run_tool(default_registry(), "shell", json.dumps({"command": command, **extra}),
+                             ctx)
+    return outcome.output, outcome.error
+
+
+async def test_r5_2_shell_runs_in_the_workspace(make_ctx, workspace: Path) -> None:
+    output, error = await shell(make_ctx(), "pwd; echo out; echo err >&2")
+    assert not error
+    assert output == f"{os.path.realpath(workspace)}\nout\nerr\n"
+
+
+async def test_r5_2_shell_reports_a_nonzero_exit(make_ctx) -> None:
+    assert await shell(make_ctx(), "echo nope; exit 3") == ("nope\n[exit 3]", False)
+    assert await shell(make_ctx(), "exit 1") == ("[exit 1]", False)
+    assert await shell(make_ctx(), "true") == ("", False)
+
+
+async def test_r5_2_shell_has_no_stdin_and_no_core_secrets(make_ctx, monkeypatch) -> None:
+    monkeypatch.setenv("EVACORE_MASTER_TOKEN", "s3cret")
+    output, _ = await shell(make_ctx(), "cat; echo \"[${EVACORE_MASTER_TOKEN:-unset}]\"; tty")
+    assert output.startswith("[unset]\nnot a tty\n")
+
+
+async def test_r5_2_huge_output_is_capped_while_read(make_ctx) -> None:
+    command = "head -c 3000000 /dev/zero | tr '\\0' a; echo; echo THE-END"
+    output, error = await shell(make_ctx(shell_output_cap=10_000), command)
+    assert not error
+    head, note, tail = re.split(r"\n(\[… \d+ bytes of output dropped …\])\n", output)
+    assert head == "a" * 5000
+    assert tail.endswith("a\nTHE-END\n") and len(tail) == 5000
+    assert note == f"[… {3000009 - 10000} bytes of output dropped …]"
+
+
+async def test_r5_2_hanging_shell_is_killed_with_its_children(make_ctx) -> None:
+    ctx = make_ctx(shell_kill_grace=0.2)
+    output, error = await shell(ctx, "echo $$; sleep 100 & sleep 100", timeout=0.5)
+    assert error
+    assert output.startswith("error: timed out after 0.5s; the command and its child processes "
+                             "were killed. Output so far:\n")
+    pgid = int(output.rsplit("\n", 2)[-2])
+    assert live_members(pgid) == []
+
+
+async def test_r5_2_children_ignoring_sigterm_are_killed_too(make_ctx) -> None:
+    ctx = make_ctx(shell_kill_grace=0.2)
+    output, error = await shell(ctx, "echo $$; trap '' TERM; sleep 100 & sleep 100", timeout=0.3)
+    assert error
+    assert live_members(int(output.rsplit("\n", 2)[-2])) == []
+
+
+async def test_r5_2_abort_kills_the_shell(make_ctx, workspace: Path) -> None:
+    ctx = make_ctx(shell_kill_grace=0.2)
+    task = asyncio.create_task(shell(ctx, "echo $$ > pgid; sleep 100 & sleep 100", timeout=60))
+    await started(workspace / "pgid")
+    ctx.abort.set()
+    output, error = await asyncio.wait_for(task, 5)
+    assert error and output == "error: aborted"
+    assert live_members(int((workspace / "pgid").read_text())) == []
+
+
+async def test_r5_2_cancelling_the_call_kills_the_shell(make_ctx, workspace: Path) -> None:
+    task = asyncio.create_task(shell(make_ctx(shell_kill_grace=0.2),
+                                     "echo $$ > pgid; sleep 100 & sleep 100", timeout=60))
+    await started(workspace / "pgid")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert live_members(int((workspace / "pgid").read_text())) == []
+
+
+async def test_r5_2_direct_abort_reports_the_output_so_far(make_ctx) -> None:
+    from evacore.agent.tools.shell import shell as handler
+    from evacore.errors import ToolError
+
+    ctx = make_ctx(shell_kill_grace=0.2)
+    asyncio.get_running_loop().call_later(0.3, ctx.abort.set)
+    with pytest.raises(ToolError) as caught:
+        await handler({"command": "echo $$; sleep 100 & sleep 100"}, ctx)
+    assert caught.value.message.startswith("aborted; the command and its child processes")
+    assert live_members(int(caught.value.message.rsplit("\n", 2)[-2])) == []
+
+
+async def test_r5_2_background_process_holding_output_is_stopped(make_ctx) -> None:
+    output, error = await shell(make_ctx(shell_kill_grace=0.2), "echo $$; sleep 100 &")
+    assert not error
+    assert "background processes that kept the output open were stopped" in output
+    assert live_members(int(output.split("\n", 1)[0])) == []
+
+
+async def test_r5_2_timeout_is_limited_by_the_settings(make_ctx) -> None:
+    output, error = await shell(make_ctx(shell_max_timeout=5), "echo hi", timeout=999)
+    assert (output, error) == ("hi\n[timeout lowered to the maximum, 5s]", False)
+    output, error = await shell(make_ctx(), "echo hi", timeout=0)
+    assert error and output == "error: timeout must be a positive number of seconds"
