@@ -1,0 +1,121 @@
+"""The shared skeleton of the HTTP adapters: wire request, streaming with retries and
+deadlines, non-stream answers, client-side stop strings, client ownership.
+
+Must not: contain any vendor's body or event format (subclasses supply those).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import ClassVar
+
+import httpx
+
+from evacore.errors import ProviderProtocolError
+from evacore.providers._sse import SSEEvent, parse_json_object
+from evacore.providers._stop import apply_stop, cut_answer
+from evacore.providers._transport import (
+    Deadlines,
+    make_http_client,
+    open_response,
+    read_body,
+    redact_headers,
+    retrying,
+    sse_events,
+)
+from evacore.providers.base import (
+    Answer,
+    Connection,
+    ProviderEvent,
+    ProviderRequest,
+    WireRequest,
+)
+
+
+class HTTPProvider:
+    """Base of openai-chat, openai-text, anthropic and kobold."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, connection: Connection, *, client: httpx.AsyncClient | None = None) -> None:
+        self.connection = connection
+        self._client = client or make_http_client()
+        self._owns_client = client is None
+
+    # --- what each adapter supplies -------------------------------------------------------
+    def build_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, object]:
+        raise NotImplementedError
+
+    def endpoint(self, *, stream: bool) -> str:
+        raise NotImplementedError
+
+    def headers(self, request: ProviderRequest, *, stream: bool) -> dict[str, str]:
+        raise NotImplementedError
+
+    def parse_stream(
+        self, events: AsyncIterator[SSEEvent], request: ProviderRequest
+    ) -> AsyncIterator[ProviderEvent]:
+        raise NotImplementedError
+
+    def parse_answer(self, body: dict[str, object], request: ProviderRequest) -> Answer:
+        raise NotImplementedError
+
+    # --- the Provider protocol -----------------------------------------------------------
+    def wire_request(self, request: ProviderRequest, *, stream: bool = True) -> WireRequest:
+        return WireRequest(
+            method="POST",
+            url=self.endpoint(stream=stream),
+            headers=redact_headers(self.headers(request, stream=stream)),
+            body=self.build_body(request, stream=stream),
+        )
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        wire = self.wire_request(request, stream=True)
+        events = self.upstream_events(wire, request)
+        if request.stop:
+            events = apply_stop(events, request.stop)
+        async with aclosing(events) as it:
+            async for event in it:
+                yield event
+
+    def upstream_events(
+        self, wire: WireRequest, request: ProviderRequest
+    ) -> AsyncIterator[ProviderEvent]:
+        dl = Deadlines(self.connection.timeouts)
+        return retrying(self.connection, dl, lambda: self._stream_attempt(wire, request, dl))
+
+    async def _stream_attempt(
+        self, wire: WireRequest, request: ProviderRequest, dl: Deadlines
+    ) -> AsyncIterator[ProviderEvent]:
+        conn = self.connection
+        headers = self.headers(request, stream=True)
+        async with open_response(self._client, wire, headers, dl, conn) as response:
+            async with (
+                aclosing(sse_events(response, dl, conn)) as sse,
+                aclosing(self.parse_stream(sse, request)) as events,
+            ):
+                async for event in events:
+                    yield event
+
+    async def complete(self, request: ProviderRequest) -> Answer:
+        wire = self.wire_request(request, stream=False)
+        dl = Deadlines(self.connection.timeouts, streaming=False)
+        headers = self.headers(request, stream=False)
+
+        async def attempt() -> AsyncIterator[Answer]:
+            async with open_response(self._client, wire, headers, dl, self.connection) as resp:
+                raw = await read_body(resp, dl, self.connection)
+            yield self.parse_answer(parse_json_object(raw, "answer"), request)
+
+        async with aclosing(retrying(self.connection, dl, attempt)) as answers:
+            async for answer in answers:
+                return cut_answer(answer, request.stop)
+        raise ProviderProtocolError(f"{self.kind}: no answer")
+
+    async def count_tokens(self, text: str) -> int | None:
+        return None
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()

@@ -1,0 +1,206 @@
+"""What /v1/chat/completions and /v1/completions share: URLs, headers, usage, finish
+reasons, tool-call fragment assembly, in-stream errors and the SSE chunk loop.
+
+Must not: build request bodies (openai_chat.py and openai_text.py do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+
+from evacore.errors import ProviderConnectionError, ProviderHTTPError
+from evacore.providers._sse import SSEEvent, parse_json_object
+from evacore.providers._transport import http_error, label
+from evacore.providers.base import (
+    Connection,
+    Finish,
+    ProviderEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+
+# adapter switches read from params; never sent
+CONTROL_PARAMS = frozenset({
+    "prefill_as_assistant", "assistant_prefix", "stream_usage", "max_tokens_field",
+    "extra_body", "extra_headers",
+})
+
+# samplers that OpenAI-compatible servers (vLLM, llama.cpp, TabbyAPI, Ollama, OpenRouter…)
+# accept beyond OpenAI's own set
+COMPAT_SAMPLERS = frozenset({
+    "top_k", "min_p", "top_a", "typical_p", "tfs_z", "repetition_penalty",
+    "repeat_penalty", "repeat_last_n", "min_tokens", "ignore_eos", "mirostat",
+    "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",
+    "xtc_threshold", "xtc_probability", "grammar", "json_schema", "cache_prompt",
+    "n_probs", "chat_template_kwargs", "skip_special_tokens", "include_reasoning",
+    "reasoning", "provider", "transforms",
+})
+
+_FINISH = {"function_call": "tool_calls", "eos": "stop", "eos_token": "stop"}
+
+
+def openai_base(base_url: str) -> str:
+    """`http://host:8080` gets `/v1`; a URL with a path (`…/api/v1`, `…/openai/v1`) is kept."""
+    url = base_url.strip().rstrip("/")
+    if httpx.URL(url).path in ("", "/"):
+        url += "/v1"
+    return url
+
+
+def server_root(base_url: str) -> str:
+    """The server root for llama.cpp-style side endpoints (`/tokenize`)."""
+    url = openai_base(base_url)
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def openai_headers(conn: Connection, params: dict[str, Any], *, stream: bool) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream" if stream else "application/json",
+    }
+    if conn.api_key:
+        headers["Authorization"] = f"Bearer {conn.api_key}"
+    extra = params.get("extra_headers")
+    if isinstance(extra, dict):
+        headers.update({str(k): str(v) for k, v in extra.items()})
+    return headers
+
+
+def usage_from(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    prompt = raw.get("prompt_tokens")
+    completion = raw.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    total = raw.get("total_tokens")
+    return Usage(prompt, completion, total if isinstance(total, int) else prompt + completion)
+
+
+def normalise_finish(reason: Any, had_tool_calls: bool) -> str:
+    result = _FINISH.get(reason, reason) if isinstance(reason, str) and reason else "stop"
+    if had_tool_calls and result == "stop":
+        return "tool_calls"
+    return result
+
+
+def stream_error(conn: Connection, error: Any) -> ProviderHTTPError:
+    """An `{"error": {...}}` object sent inside a stream (OpenRouter, vLLM, llama.cpp)."""
+    if isinstance(error, dict):
+        message = str(error.get("message") or error)
+        code = error.get("code")
+        status = code if isinstance(code, int) and 400 <= code < 600 else 502
+    else:
+        message, status = str(error), 502
+    return http_error(conn, status, message)
+
+
+class ToolCallAssembler:
+    """Joins `delta.tool_calls[i]` fragments (index, id, function.name, arguments pieces)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, dict[str, Any]] = {}
+        self._by_id: dict[str, int] = {}
+        self.emitted = 0
+
+    def add(self, fragment: Any) -> None:
+        if not isinstance(fragment, dict):
+            return
+        call_id = fragment.get("id") if isinstance(fragment.get("id"), str) else None
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            if call_id is not None and call_id in self._by_id:
+                index = self._by_id[call_id]
+            else:
+                index = max(self._slots, default=-1) + 1
+        slot = self._slots.setdefault(index, {"id": None, "name": "", "args": []})
+        if call_id and not slot["id"]:
+            slot["id"] = call_id
+            self._by_id[call_id] = index
+        function = fragment.get("function") or {}
+        if isinstance(function, dict):
+            if isinstance(function.get("name"), str) and function["name"] and not slot["name"]:
+                slot["name"] = function["name"]
+            args = function.get("arguments")
+            if isinstance(args, str):
+                slot["args"].append(args)
+            elif isinstance(args, dict):
+                slot["args"].append(orjson.dumps(args).decode())
+
+    def drain(self) -> list[ToolCall]:
+        calls = []
+        for index in sorted(self._slots):
+            slot = self._slots[index]
+            call_id = slot["id"] or f"call_{self.emitted}"
+            calls.append(ToolCall(call_id, slot["name"], "".join(slot["args"])))
+            self.emitted += 1
+        self._slots.clear()
+        self._by_id.clear()
+        return calls
+
+
+def message_tool_calls(raw: Any) -> list[ToolCall]:
+    """`message.tool_calls` of a non-stream chat answer."""
+    assembler = ToolCallAssembler()
+    for i, call in enumerate(raw if isinstance(raw, list) else []):
+        if isinstance(call, dict):
+            assembler.add({**call, "index": i})
+    return assembler.drain()
+
+
+async def parse_openai_stream(
+    events: AsyncIterator[SSEEvent], conn: Connection, *, chat: bool
+) -> AsyncIterator[ProviderEvent]:
+    """`data: {chunk}` … `data: [DONE]` into events; tool calls are emitted when complete."""
+    tools = ToolCallAssembler()
+    finish: Any = None
+    usage: Usage | None = None
+    model: str | None = None
+    done = False
+    async for sse in events:
+        data = sse.data.strip()
+        if not data:
+            continue
+        if data == "[DONE]":
+            done = True
+            break
+        chunk = parse_json_object(data, "stream event")
+        if chunk.get("error"):
+            raise stream_error(conn, chunk["error"])
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
+            model = chunk["model"]
+        usage = usage_from(chunk.get("usage")) or usage
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
+                continue
+            if chat:
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(reasoning, str) and reasoning:
+                    yield ReasoningDelta(reasoning)
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    yield TextDelta(content)
+                for fragment in delta.get("tool_calls") or ():
+                    tools.add(fragment)
+            else:
+                text = choice.get("text")
+                if isinstance(text, str) and text:
+                    yield TextDelta(text)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+                for call in tools.drain():
+                    yield call
+    if not done and finish is None:
+        raise ProviderConnectionError(
+            f"{label(conn)}: the stream ended before the answer was complete", retryable=True
+        )
+    for call in tools.drain():
+        yield call
+    yield Finish(normalise_finish(finish, tools.emitted > 0), usage, model)

@@ -1,0 +1,103 @@
+"""Incremental Server-Sent Events decoding (WHATWG rules) and strict JSON for `data:` payloads.
+
+Must not: know any vendor's event names or payload shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from evacore.errors import ProviderProtocolError
+
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    event: str
+    data: str
+    id: str | None = None
+
+
+class SSEDecoder:
+    """Feed decoded text chunks in any split; get whole events back.
+
+    Tolerates `\\r\\n`, `\\r` and `\\n` line ends, `:` comment lines, multi-line `data:`
+    fields, and a last event without its blank line at end of stream (see `flush`).
+    """
+
+    def __init__(self) -> None:
+        self._buf = ""
+        self._event = ""
+        self._data: list[str] = []
+        self._id: str | None = None
+
+    def feed(self, chunk: str) -> list[SSEEvent]:
+        self._buf += chunk
+        out: list[SSEEvent] = []
+        pos = 0
+        buf = self._buf
+        while True:
+            m = _EOL.search(buf, pos)
+            if m is None:
+                break
+            if m.group() == "\r" and m.end() == len(buf):
+                break  # may be the first half of "\r\n"
+            event = self._line(buf[pos : m.start()])
+            if event is not None:
+                out.append(event)
+            pos = m.end()
+        self._buf = buf[pos:]
+        return out
+
+    def flush(self) -> list[SSEEvent]:
+        """End of stream: finish a pending line and a pending event."""
+        out: list[SSEEvent] = []
+        if self._buf:
+            event = self._line(self._buf.rstrip("\r"))
+            self._buf = ""
+            if event is not None:
+                out.append(event)
+        event = self._line("")
+        if event is not None:
+            out.append(event)
+        return out
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if not line:
+            if not self._data:
+                self._event = ""
+                return None
+            event = SSEEvent(self._event or "message", "\n".join(self._data), self._id)
+            self._event = ""
+            self._data = []
+            return event
+        if line[0] == ":":
+            return None
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            self._id = value
+        return None
+
+
+def parse_json_object(data: str | bytes, what: str) -> dict[str, Any]:
+    """A JSON object (a whole non-stream answer or one event), else a protocol error."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        snippet = text if len(text) <= 120 else text[:120] + "…"
+        raise ProviderProtocolError(f"malformed JSON in the {what}: {snippet!r}") from None
+    if not isinstance(value, dict):
+        raise ProviderProtocolError(f"the {what} is not a JSON object")
+    return value

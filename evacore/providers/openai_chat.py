@@ -1,0 +1,216 @@
+"""The `openai-chat` adapter: /v1/chat/completions (OpenAI, OpenRouter, vLLM, llama.cpp,
+Ollama, LM Studio, KoboldCpp, TabbyAPI, DeepSeek, Mistral, Groq…), streaming, tools, images.
+
+Must not: send a field the API does not know, or prepend the prefill to deltas (the caller
+does that once).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from evacore.errors import InvalidInput, ProviderProtocolError
+from evacore.providers._http import HTTPProvider
+from evacore.providers._openai_wire import (
+    COMPAT_SAMPLERS,
+    message_tool_calls,
+    normalise_finish,
+    openai_base,
+    openai_headers,
+    parse_openai_stream,
+    server_root,
+    usage_from,
+)
+from evacore.providers._sse import SSEEvent
+from evacore.providers._transport import label
+from evacore.providers.base import (
+    Answer,
+    Connection,
+    ProviderEvent,
+    ProviderRequest,
+    effective_max_tokens,
+    effective_model,
+    effective_params,
+)
+from evacore.providers._tokenize import llamacpp_tokenize
+
+CHAT_PARAMS = frozenset({
+    "temperature", "top_p", "frequency_penalty", "presence_penalty", "seed", "logit_bias",
+    "logprobs", "top_logprobs", "response_format", "tool_choice", "parallel_tool_calls",
+    "user", "reasoning_effort", "service_tier", "metadata", "store", "verbosity",
+}) | COMPAT_SAMPLERS
+
+IMAGE_MARKER = "[image]"
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+def _content(content: Any, vision: bool) -> Any:
+    """Text stays text; image parts pass only on vision connections, else become a marker."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return str(content)
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            parts.append({"type": "text", "text": str(part.get("text", ""))})
+        elif part.get("type") == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            if vision and isinstance(url, str):
+                clean: dict[str, Any] = {"url": url}
+                if isinstance(image, dict) and image.get("detail"):
+                    clean["detail"] = image["detail"]
+                parts.append({"type": "image_url", "image_url": clean})
+            else:
+                parts.append({"type": "text", "text": IMAGE_MARKER})
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """Accepts the OpenAI shape or the flat stored shape {id, name, arguments}."""
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    args = function.get("arguments", "")
+    return {
+        "id": str(call.get("id", "")),
+        "type": "function",
+        "function": {"name": str(function.get("name", "")),
+                     "arguments": args if isinstance(args, str) else orjson.dumps(args).decode()},
+    }
+
+
+def serialize_messages(messages: list[dict[str, Any]], vision: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = m.get("role")
+        if role not in _ROLES:
+            raise InvalidInput(f"message role {role!r} is not one of {sorted(_ROLES)}")
+        msg: dict[str, Any] = {"role": role, "content": _content(m.get("content"), vision)}
+        name = m.get("name")
+        if name and role != "tool":
+            clean = _NAME_BAD.sub("_", str(name))[:64]
+            if clean:
+                msg["name"] = clean
+        if role == "assistant" and m.get("tool_calls"):
+            msg["tool_calls"] = [_tool_call(c) for c in m["tool_calls"] if isinstance(c, dict)]
+        if role == "tool":
+            msg["tool_call_id"] = str(m.get("tool_call_id", ""))
+            if msg["content"] is None:
+                msg["content"] = ""
+        if msg["content"] is None and role != "assistant":
+            msg["content"] = ""
+        out.append(msg)
+    return out
+
+
+def serialize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise InvalidInput("a tool needs a function name")
+        clean: dict[str, Any] = {"name": function["name"]}
+        for key in ("description", "parameters", "strict"):
+            if key in function:
+                clean[key] = function[key]
+        out.append({"type": "function", "function": clean})
+    return out
+
+
+def build_request_body(
+    connection: Connection, request: ProviderRequest, *, stream: bool
+) -> dict[str, Any]:
+    """The exact JSON body sent to /chat/completions (pure)."""
+    if request.messages is None:
+        raise InvalidInput("openai-chat needs messages (chat mode)")
+    params = effective_params(connection, request)
+    messages = serialize_messages(request.messages, connection.vision)
+    if request.prefill and params.get("prefill_as_assistant", True):
+        prefill: dict[str, Any] = {"role": "assistant", "content": request.prefill}
+        if params.get("assistant_prefix"):
+            prefill["prefix"] = True  # DeepSeek / Mistral continue-the-prefix flag
+        messages.append(prefill)
+    body: dict[str, Any] = {}
+    model = effective_model(connection, request)
+    if model:
+        body["model"] = model
+    body["messages"] = messages
+    body["stream"] = stream
+    if stream and params.get("stream_usage", True):
+        body["stream_options"] = {"include_usage": True}
+    field = params.get("max_tokens_field", "max_tokens")
+    if field not in ("max_tokens", "max_completion_tokens"):
+        raise InvalidInput("max_tokens_field must be max_tokens or max_completion_tokens")
+    body[field] = effective_max_tokens(connection, request)
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.tools:
+        body["tools"] = serialize_tools(request.tools)
+    for key in sorted(CHAT_PARAMS & params.keys()):
+        body[key] = params[key]
+    extra = params.get("extra_body")
+    if isinstance(extra, dict):
+        body.update(extra)
+    return body
+
+
+class OpenAIChatProvider(HTTPProvider):
+    kind = "openai-chat"
+
+    def __init__(self, connection: Connection, **kwargs: Any) -> None:
+        super().__init__(connection, **kwargs)
+        self._tokenize_missing = False
+
+    def build_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
+        return build_request_body(self.connection, request, stream=stream)
+
+    def endpoint(self, *, stream: bool) -> str:
+        return openai_base(self.connection.base_url) + "/chat/completions"
+
+    def headers(self, request: ProviderRequest, *, stream: bool) -> dict[str, str]:
+        return openai_headers(
+            self.connection, effective_params(self.connection, request), stream=stream
+        )
+
+    def parse_stream(
+        self, events: AsyncIterator[SSEEvent], request: ProviderRequest
+    ) -> AsyncIterator[ProviderEvent]:
+        return parse_openai_stream(events, self.connection, chat=True)
+
+    def parse_answer(self, body: dict[str, Any], request: ProviderRequest) -> Answer:
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ProviderProtocolError(f"{label(self.connection)}: the answer has no choices")
+        message = choices[0].get("message") or {}
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+        calls = message_tool_calls(message.get("tool_calls"))
+        return Answer(
+            text=content if isinstance(content, str) else "",
+            tool_calls=calls,
+            finish_reason=normalise_finish(choices[0].get("finish_reason"), bool(calls)),
+            usage=usage_from(body.get("usage")),
+            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            reasoning=reasoning if isinstance(reasoning, str) else "",
+        )
+
+    async def count_tokens(self, text: str) -> int | None:
+        """llama.cpp's `POST /tokenize`; None where the server has no such endpoint."""
+        if self._tokenize_missing:
+            return None
+        count, missing = await llamacpp_tokenize(
+            self._client, server_root(self.connection.base_url), self.connection, text
+        )
+        self._tokenize_missing = missing
+        return count
