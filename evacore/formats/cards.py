@@ -24,7 +24,10 @@ __all__ = [
 ]
 
 CardKind = Literal["png", "json", "charx"]
-_NO_FILES: Callable[[str], bytes | None] = lambda path: None  # noqa: E731
+
+
+def _NO_FILES(path: str) -> bytes | None:
+    return None
 
 
 def detect_card_kind(data: bytes) -> CardKind:

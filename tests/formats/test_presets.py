@@ -1,4 +1,4 @@
-"""SillyTavern presets: instruct, context, system prompt (1.12.6 and newer shapes), master export."""
+"""SillyTavern presets: instruct, context, system prompt (old and newer shapes), master export."""
 
 from __future__ import annotations
 
