@@ -64,7 +64,7 @@ class Archive:
                 continue
             try:
                 return zipfile.ZipFile(io.BytesIO(candidate))
-            except (zipfile.BadZipFile, ValueError, OSError):
+            except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError):
                 continue
         raise ImportInvalid("CHARX is not a readable ZIP archive")
 
@@ -86,7 +86,8 @@ class Archive:
                             limit=self._limits.max_zip_total_bytes,
                         )
                     parts.append(block)
-        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as exc:
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError,
+                ValueError) as exc:
             raise ImportInvalid(f"CHARX entry {name!r} cannot be read: {exc}") from None
         return b"".join(parts)
 

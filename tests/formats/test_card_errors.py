@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import struct
 import zipfile
 from collections.abc import Callable
 
 import pytest
 
-from evacore.errors import ImportInvalid, TooLarge, UnsupportedMedia
+from evacore.errors import EvacoreError, ImportInvalid, TooLarge, UnsupportedMedia
 from evacore.formats.cards import read_card
 from evacore.formats.limits import Limits
 from tests.formats._build import (
@@ -162,3 +163,40 @@ def test_r8_2_error_codes_map_to_http_statuses() -> None:
         read_card(b"BM\x00\x00")
     assert (invalid.value.code, invalid.value.status) == ("import_invalid", 422)
     assert (unsupported.value.code, unsupported.value.status) == ("unsupported_media", 415)
+
+
+def _mutate(seed: bytes, rng: random.Random) -> bytes:
+    data = bytearray(seed)
+    for _ in range(rng.randint(1, 4)):
+        pos = rng.randrange(len(data))
+        roll = rng.random()
+        if roll < 0.5:
+            data[pos] = rng.randrange(256)
+        elif roll < 0.75:
+            del data[pos : pos + rng.randint(1, 50)]
+        else:
+            data[pos:pos] = rng.randbytes(rng.randint(1, 10))
+    return bytes(data)
+
+
+def test_r8_2_mutated_files_raise_only_typed_errors() -> None:
+    """Random byte damage to PNG, zTXt, CHARX and JSON cards never escapes as a crash."""
+    seeds = [
+        png_with(text("ccv3", b64json(v3_card(character_book={"entries": []})))),
+        png_with(ztxt("chara", b64json(v3_card()))),
+        charx({"card.json": CARD_JSON, "assets/icon/images/main.png": tiny_image()}),
+        CARD_JSON,
+    ]
+    rng = random.Random(20240928)
+    for _ in range(1500):
+        try:
+            read_card(_mutate(rng.choice(seeds), rng), limits=SMALL)
+        except EvacoreError:
+            pass
+
+
+def test_r8_2_extreme_nesting_is_refused_without_recursing() -> None:
+    for payload in (b"[" * 200_000, b'{"name": "x", "a": ' + b'{"b": ' * 100_000):
+        with pytest.raises(ImportInvalid) as caught:
+            read_card(payload)
+        assert "deeper than 64" in caught.value.message

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evacore.errors import ImportInvalid
 from evacore.formats.st_chat import (
@@ -173,3 +175,33 @@ def test_r8_2_bad_chat_lines_raise_with_their_line_number(payload, needle) -> No
     with pytest.raises(ImportInvalid) as caught:
         read_st_chat(payload)
     assert needle in caught.value.message
+
+
+_text = st.text(max_size=20) | st.sampled_from(["", "a\r\nb", "\u00e9\U0001f600"])
+_date = st.none() | st.integers(0, 2**41) | st.sampled_from(
+    ["June 19, 2023 2:20pm", "2024-9-28 @17h 12m 33s 120ms", "not a date", ""])
+_info = st.fixed_dictionaries({"send_date": _date, "extra": st.dictionaries(_text, _text,
+                                                                           max_size=2)})
+_message = st.builds(
+    lambda name, is_user, is_system, date, swipes, infos, pick, extra: {
+        "name": name, "is_user": is_user, "is_system": is_system, "send_date": date,
+        "mes": swipes[pick % len(swipes)] if swipes else name, "extra": extra,
+        **({"swipes": swipes, "swipe_id": pick % len(swipes),
+            "swipe_info": infos[: len(swipes)]} if swipes else {}),
+    },
+    _text, st.booleans(), st.booleans(), _date, st.lists(_text, max_size=3),
+    st.lists(_info, max_size=3), st.integers(0, 5), st.dictionaries(_text, _text, max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(messages=st.lists(_message, min_size=1, max_size=4), header=st.booleans())
+def test_r8_2_generated_chats_round_trip(messages, header) -> None:
+    lines = ([{"user_name": "U", "character_name": "C", "chat_metadata": {}}] if header else [])
+    raw = "\n".join(json.dumps(line) for line in lines + messages).encode()
+    chat = read_st_chat(raw)
+    assert len(chat.messages) == len(messages) and chat.has_header == header
+    assert read_st_chat(write_st_chat(chat)) == chat
+    for message, source in zip(chat.messages, messages, strict=True):
+        assert message.content == source["mes"]
+        assert message.is_hidden == source["is_system"]
