@@ -95,7 +95,7 @@ async def _check_refs(session: AsyncSession, body: ChatIn | ChatPatch) -> None:
         (Character, body.character_id, "character"),
         (Persona, body.persona_id, "persona"),
     ):
-        if value and await session.get(model, value) is None:
+        if value is not None and await session.get(model, value) is None:
             raise InvalidInput(f"{label} {value} does not exist")
     from evacore.store.tables import Lorebook
 
