@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from evacore.rules import RepeatState, Rule, RuleSet, TourRules, interrupt_message
+from evacore.rules import SEEDS, RepeatState, Rule, RuleSet, TourRules, interrupt_message
 from tests.rules.conftest import RecordingLog, make
 
 TAIL = make("reply_tail", condition=r"↩ #\d+\s*$", negate=True, when=["telegram"])
@@ -350,3 +352,16 @@ def test_r6_11_firings_count_in_prometheus() -> None:
 def test_r6_4_text_with_a_lone_surrogate_does_not_crash_matching() -> None:
     rules = tour(make("bad_char", condition="x"))
     assert rules.check_answer("x \ud800").action == "discard"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300), st.text(max_size=200))
+def test_r6_4_no_answer_or_arguments_can_make_the_seeded_rules_raise(
+    text: str, arguments: str
+) -> None:
+    everything = {"telegram": True, "client_ops": True, "master": True, "picture": True}
+    rules = TourRules(RuleSet.compile(SEEDS), everything, RepeatState(), 1, log=RecordingLog())
+    rules.check_answer(text)
+    rules.check_answer(text + " ↩ #1")
+    rules.reminders_for_call("shell", arguments)
+    rules.reminders_for_call("write_file", arguments)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evacore.rules import canonical_arguments
 
@@ -68,3 +72,25 @@ def test_r6_3_absurdly_deep_json_falls_back_to_raw_without_crashing() -> None:
 
 def test_r6_3_already_parsed_arguments_are_serialized_compactly() -> None:
     assert canonical_arguments({"b": [1, "ж"], "a": None}) == '{"b":[1,"ж"],"a":null}'  # type: ignore[arg-type]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_JSON)
+def test_r6_3_any_pretty_printed_json_becomes_the_compact_form(value: object) -> None:
+    pretty = json.dumps(value, indent=2, ensure_ascii=True)
+    compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        compact.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: not valid JSON text, kept raw
+        assert canonical_arguments(pretty) == pretty
+        return
+    assert canonical_arguments(pretty) == compact
