@@ -116,6 +116,7 @@ def _apply_whitespace_control(tokens: list[_Token]) -> None:
 def _apply_standalone_lines(tokens: list[_Token]) -> None:
     """A block tag alone on its line takes the line's indentation and newline with it."""
     last = len(tokens) - 1
+    standalone: list[int] = []
     for index, token in enumerate(tokens):
         if token.kind not in ("open", "else", "close", "comment"):
             continue
@@ -124,7 +125,7 @@ def _apply_standalone_lines(tokens: list[_Token]) -> None:
         if before is not None:
             if before.kind != "text":
                 continue
-            head, newline, tail = before.value.rpartition("\n")
+            _head, newline, tail = before.value.rpartition("\n")
             if tail.strip(" \t") or (not newline and index - 1 != 0):
                 continue
         if after is not None:
@@ -133,10 +134,15 @@ def _apply_standalone_lines(tokens: list[_Token]) -> None:
             line, newline, _rest = after.value.partition("\n")
             if line.strip(" \t\r") or (not newline and index + 1 != last):
                 continue
-        if before is not None:
+        standalone.append(index)
+    # Decided on the original text first, so neighbouring standalone tags see the same lines.
+    for index in standalone:
+        if index > 0:
+            before = tokens[index - 1]
             head, newline, _tail = before.value.rpartition("\n")
             before.value = head + newline
-        if after is not None:
+        if index < last:
+            after = tokens[index + 1]
             _line, newline, rest = after.value.partition("\n")
             after.value = rest if newline else ""
 

@@ -27,7 +27,7 @@ __all__ = ["render_chat_template"]
 TIME_LIMIT_S = 2.0
 """Wall-clock budget of one render."""
 MAX_OUTPUT_CHARS = 4_000_000
-MAX_ITERATIONS = 1_000_000
+MAX_ITERATIONS = 250_000
 """`range()` iterations one render may use in total."""
 MAX_REPEAT = 1_000_000
 """Largest string/list that `*`, `**` or a filter's numeric argument may ask for."""
@@ -46,7 +46,8 @@ class _Budget:
         self.deadline = time.monotonic() + TIME_LIMIT_S
         self.iterations = 0
 
-    def tick(self, count: int = 1) -> None:
+    def tick(self, count: int = 0) -> None:
+        """Count `count` loop iterations and check the clock."""
         self.iterations += count
         if self.iterations > MAX_ITERATIONS:
             raise _Exhausted(f"more than {MAX_ITERATIONS} loop iterations")
@@ -88,16 +89,16 @@ class _Environment(ImmutableSandboxedEnvironment):
         for name in _STRETCHING_FILTERS:
             self.filters[name] = _guard_filter(self.filters[name])
 
-    def _tick(self) -> None:
+    def _tick(self, count: int = 0) -> None:
         budget = _BUDGET.get()
         if budget is not None:
-            budget.tick()
+            budget.tick(count)
 
     def _range(self, *args: int) -> _CountingRange:
         for value in args:
             if isinstance(value, int) and abs(value) > MAX_ITERATIONS:
                 raise _Exhausted(f"range() argument {value} is too large")
-        return _CountingRange(range(*args), self._tick)
+        return _CountingRange(range(*args), lambda: self._tick(1))
 
     def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
         self._tick()
@@ -112,6 +113,12 @@ class _Environment(ImmutableSandboxedEnvironment):
     def getitem(self, obj: Any, argument: Any) -> Any:
         self._tick()
         return super().getitem(obj, argument)
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        # Fail loudly instead of rendering an empty string for a blocked attribute.
+        raise SecurityError(
+            f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
+        )
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         self._tick()
