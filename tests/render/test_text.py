@@ -448,3 +448,15 @@ def test_r2_9_single_line_and_custom_stops() -> None:
         "\n<|im_start|>system",
         "END",
     ]
+
+
+def test_r2_9_render_text_leaves_the_messages_unchanged() -> None:
+    chat = [
+        {"role": "system", "content": [{"type": "text", "text": "S"}]},
+        {"role": "user", "name": "Anon", "content": "Hi"},
+        {"role": "assistant", "content": "Yo", "tool_calls": []},
+    ]
+    before = json.loads(json.dumps(chat))
+    for mode in ("normal", "continue", "impersonate", "quiet"):
+        render_text(chat, CHATML, context=CHATML_CONTEXT, mode=mode, story_string="X", **NAMES)
+    assert chat == before
