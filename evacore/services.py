@@ -21,3 +21,4 @@ async def install_services(core: Core) -> None:
         await ensure_mock(s)
     core.services["providers"] = ProviderPool()
     core.services["tours"] = TourManager(core)
+    # Each package that offers services installs them here, one line each.

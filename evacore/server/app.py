@@ -20,8 +20,13 @@ from evacore.server.routes import chats, connections, generate, health, tours, u
 log = get_logger(__name__)
 
 ROUTERS = [
-    health.router, users.router, connections.router, chats.router, generate.router,
+    health.router,
+    users.router,
+    connections.router,
+    chats.router,
+    generate.router,
     tours.router,
+    # One router per line.
 ]
 
 

@@ -128,5 +128,14 @@ def _announce_bootstrap(core: object) -> None:
         err.print(f"created the master token (shown once, store it now): {token}")
 
 
+def _register_groups() -> None:
+    """Command groups living in their own modules (one module per group)."""
+    # Each line adds one command module; keep one per line.
+    pass
+
+
+_register_groups()
+
+
 def main() -> None:  # pragma: no cover
     app()
