@@ -40,7 +40,7 @@ def words(text: str) -> int:
 
 
 def run(
-    books: Lorebook | Sequence[Lorebook | SourcedBook],
+    books: Lorebook | SourcedBook | Sequence[Lorebook | SourcedBook],
     messages: Sequence[ScanMessage] | str,
     *,
     settings: WorldInfoSettings | None = None,
@@ -50,7 +50,7 @@ def run(
     max_context: int = 100_000,
     **kw: Any,
 ) -> ScanResult:
-    if isinstance(books, Lorebook):
+    if isinstance(books, (Lorebook, SourcedBook)):
         books = [books]
     sourced = [b if isinstance(b, SourcedBook) else SourcedBook(b, "global") for b in books]
     if isinstance(messages, str):
