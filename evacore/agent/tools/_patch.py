@@ -149,7 +149,7 @@ def _find(lines: list[str], want: list[str], hint: int, start: int, loose: bool)
     key = (lambda s: s.rstrip()) if loose else (lambda s: s)
     wanted = [key(w) for w in want]
     hint = min(max(hint, start), last)
-    for distance in range(0, max(hint - start, last - hint) + 1):
+    for distance in range(max(hint - start, last - hint) + 1):
         for pos in (hint - distance, hint + distance) if distance else (hint,):
             if start <= pos <= last and all(key(lines[pos + j]) == w for j, w in enumerate(wanted)):
                 return pos
@@ -280,7 +280,7 @@ def _apply_blocks(text: str, blocks: list[tuple[str, str]], shown: str) -> Patch
 def _line_hits(lines: list[str], want: list[str], loose: bool) -> list[int]:
     key = (lambda t: t.rstrip()) if loose else (lambda t: t)
     wanted = [key(w) for w in want]
-    return [p for p in range(0, len(lines) - len(want) + 1)
+    return [p for p in range(len(lines) - len(want) + 1)
             if all(key(lines[p + j]) == w for j, w in enumerate(wanted))]
 
 

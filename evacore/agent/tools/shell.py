@@ -77,7 +77,7 @@ class _ShellProtocol(asyncio.SubprocessProtocol):
 async def _within(event: asyncio.Event, seconds: float | None) -> bool:
     try:
         await asyncio.wait_for(event.wait(), seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
     return True
 
@@ -93,6 +93,7 @@ async def _kill_group(transport: asyncio.SubprocessTransport, proto: _ShellProto
             pass
         if sig == signal.SIGTERM:
             await _within(proto.exited, grace)
+            await _within(proto.output_closed, max(0.0, grace))  # children holding the output
     await _within(proto.exited, 5.0)
     await _within(proto.output_closed, 1.0)
 
