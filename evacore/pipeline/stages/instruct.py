@@ -1,18 +1,49 @@
-"""Stage 9, instruct format rendering: chat mode keeps the array (then post-processing, R4);
-text mode renders one prompt string with stop strings.
+"""Stage 9, instruct format rendering: chat mode keeps the structured array (post-processed
+per R4 when the step is serialized); text mode renders one prompt string with stop strings.
 
-Must not: send anything; the result is the tour's prompt copy for the steps.
+Must not: send anything. Text connections (`openai-text`, `kobold`) get a renderer in
+`tour.data["render_text"]` that stage 10 calls for each step's prompt copy.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import or_, select
+
+from evacore.errors import InvalidInput, NotFound
+from evacore.render import (
+    ContextTemplate,
+    InstructTemplate,
+    bundled_context,
+    bundled_instruct,
+    format_examples,
+    render_story_string,
+    render_text,
+)
+from evacore.render.story import wrap_story_string
+from evacore.store.tables import Preset
 
 if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.pipeline.tour import Tour
 
 TEXT_KINDS = ("openai-text", "kobold")
+# Elements that go into the story string in text mode (by id or kind); the rest are turns.
+_STORY_IDS = {
+    "main": "system", "persona": "persona", "card.description": "description",
+    "card.personality": "personality", "card.scenario": "scenario",
+}
+_MODEL_PRESETS = (
+    (re.compile(r"llama[-_ ]?3|llama-?4", re.I), "Llama 3 Instruct"),
+    (re.compile(r"mistral|mixtral", re.I), "Mistral V2 & V3"),
+    (re.compile(r"gemma", re.I), "Gemma 2"),
+    (re.compile(r"command-?r", re.I), "Command R"),
+    (re.compile(r"phi-?3", re.I), "Phi"),
+    (re.compile(r"vicuna", re.I), "Vicuna 1.1"),
+    (re.compile(r"alpaca", re.I), "Alpaca"),
+)
 
 
 def prompt_messages(tour: Tour) -> list[dict[str, Any]]:
@@ -25,9 +56,101 @@ def prompt_messages(tour: Tour) -> list[dict[str, Any]]:
     return out
 
 
+async def resolve_templates(core: Core, conn: dict[str, Any]) -> tuple[InstructTemplate,
+                                                                        ContextTemplate]:
+    """The connection's instruct and context templates: a stored preset (by id or name), an
+    inline SillyTavern object, a bundled preset by name, or a guess from the model name."""
+    spec = conn.get("instruct") or {}
+    instruct_spec = spec.get("preset") if isinstance(spec, dict) else spec
+    context_spec = spec.get("context") if isinstance(spec, dict) else None
+    if isinstance(spec, dict) and "input_sequence" in spec:
+        instruct = InstructTemplate.from_st(spec)
+    else:
+        name = instruct_spec or _guess(conn.get("model") or "")
+        instruct = await _load(core, "instruct", name)  # type: ignore[assignment]
+    context_name = context_spec or instruct_spec or _guess(conn.get("model") or "")
+    try:
+        context = await _load(core, "context", context_name)
+    except NotFound:
+        context = bundled_context("Default")
+    return instruct, context  # type: ignore[return-value]
+
+
+def _guess(model: str) -> str:
+    for pattern, name in _MODEL_PRESETS:
+        if pattern.search(model):
+            return name
+    return "ChatML"
+
+
+async def _load(core: Core, kind: str, name: str) -> InstructTemplate | ContextTemplate:
+    async with core.session() as s:
+        row = (await s.scalars(select(Preset).where(
+            Preset.kind == kind, or_(Preset.id == name, Preset.name == name)))).first()
+    cls = InstructTemplate if kind == "instruct" else ContextTemplate
+    if row is not None:
+        return cls.from_st(row.data)
+    return bundled_instruct(name) if kind == "instruct" else bundled_context(name)
+
+
 class Instruct:
     number = 9
     name = "instruct"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        tour.data["messages"] = prompt_messages(tour)
+        conn = tour.data["connection"]
+        persona = tour.data["persona"]["name"]
+        char = tour.data["character"].get("name") or "Assistant"
+        prefill = tour.params.get("prefill", conn.get("prefill") or "")
+        prefill = tour.data["expand"](prefill) if prefill else ""
+        if tour.mode == "continue":
+            prefill = tour.data.get("continue_text", "") + prefill
+        tour.data["prefill"] = prefill
+        if conn["kind"] not in TEXT_KINDS:
+            tour.data["messages"] = prompt_messages(tour)
+            tour.data["postprocess"] = {"mode": conn.get("postprocess") or "none",
+                                        "char_name": char, "user_name": persona}
+            return
+        try:
+            instruct, context = await resolve_templates(core, conn)
+        except NotFound as exc:
+            raise InvalidInput(f"the connection's instruct preset is unknown: {exc.message}"
+                               ) from exc
+        story_params: dict[str, Any] = {"char": char, "user": persona}
+        before, after, blocks, turns = [], [], [], []
+        for el in tour.prompt:
+            if el.id in _STORY_IDS:
+                story_params[_STORY_IDS[el.id]] = el.text
+            elif el.kind == "examples":
+                blocks.append(el.text)
+            elif el.kind == "lore" and el.meta.get("position") in ("before_char", "after_char"):
+                (before if el.meta["position"] == "before_char" else after).append(el.text)
+            elif el.text.strip() or el.kind in ("history", "input"):
+                turns.append(el.to_message())
+        story_params["wiBefore"] = story_params["loreBefore"] = "\n".join(before)
+        story_params["wiAfter"] = story_params["loreAfter"] = "\n".join(after)
+        expand = tour.data["expand"]
+        story = render_story_string(context, story_params, instruct=instruct, expand=expand)
+        story = wrap_story_string(story, instruct, context=context, user=persona, char=char,
+                                  expand=expand)
+        examples = format_examples(blocks, instruct, context=context, char_name=char,
+                                   user_name=persona, expand=expand)
+        mode = {"impersonate": "impersonate", "continue": "continue", "quiet": "quiet"}.get(
+            tour.mode, "normal")
+        truncated = not tour.data.get("history_reached_start", True)
+
+        def render(messages: list[dict[str, Any]], step_prefill: str) -> tuple[str, list[str]]:
+            msgs = list(messages)
+            if mode == "continue" and step_prefill:
+                msgs.append({"role": "assistant", "content": step_prefill})
+            out = render_text(
+                msgs, instruct, context=context, story_string=story, char_name=char,
+                user_name=persona, mode=mode, prefill="" if mode == "continue" else step_prefill,
+                examples=examples, chat_truncated=truncated, expand=expand,
+            )
+            return out.prompt, out.stop
+
+        tour.data["messages"] = turns
+        tour.data["render_text"] = render
+        tour.diagnostics["instruct"] = {"template": instruct.name if hasattr(instruct, "name")
+                                        else None, "mode": "text"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evacore.providers.base import ProviderRequest
+from evacore.render.postprocess import postprocess_prompt
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -48,5 +49,10 @@ class Serialize:
             request.stop = list(dict.fromkeys([*request.stop, *stop]))
             request.tools = []
         else:
-            request.messages = tour.data["prompt_copy"]
+            messages = tour.data["prompt_copy"]
+            post = tour.data.get("postprocess") or {}
+            if post.get("mode", "none") != "none":
+                messages = postprocess_prompt(messages, post["mode"], char_name=post["char_name"],
+                                              user_name=post["user_name"])
+            request.messages = messages
         tour.data["request"] = request
