@@ -15,7 +15,7 @@ import asyncio
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
@@ -178,7 +178,7 @@ class FastFakeUpstream:
             loop.run_until_complete(server.wait_closed())
             loop.close()
 
-    def __enter__(self) -> FastFakeUpstream:
+    def __enter__(self) -> Self:
         self._thread = threading.Thread(target=self._run, name="fast-fake-upstream", daemon=True)
         self._thread.start()
         self._ready.wait(5)

@@ -90,16 +90,18 @@ class HTTPProvider:
     ) -> AsyncIterator[ProviderEvent]:
         conn = self.connection
         headers = self.headers(request, stream=True)
-        async with open_response(self._client, wire, headers, dl, conn) as response:
-            async with (
-                aclosing(sse_events(response, dl, conn)) as sse,
-                aclosing(self.parse_stream(sse, request)) as events,
-            ):
-                async for event in events:
-                    yield event
+        async with (
+            open_response(self._client, wire, headers, dl, conn) as response,
+            aclosing(sse_events(response, dl, conn)) as sse,
+            aclosing(self.parse_stream(sse, request)) as events,
+        ):
+            async for event in events:
+                yield event
 
     async def complete(self, request: ProviderRequest) -> Answer:
-        wire = self.wire_request(request, stream=False)
+        return await self.complete_wire(self.wire_request(request, stream=False), request)
+
+    async def complete_wire(self, wire: WireRequest, request: ProviderRequest) -> Answer:
         dl = Deadlines(self.connection.timeouts, streaming=False)
         headers = self.headers(request, stream=False)
 

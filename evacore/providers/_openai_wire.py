@@ -56,7 +56,7 @@ def openai_base(base_url: str) -> str:
 def server_root(base_url: str) -> str:
     """The server root for llama.cpp-style side endpoints (`/tokenize`)."""
     url = openai_base(base_url)
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return url.removesuffix("/v1")
 
 
 def openai_headers(conn: Connection, params: dict[str, Any], *, stream: bool) -> dict[str, str]:

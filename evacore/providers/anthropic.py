@@ -44,13 +44,13 @@ _ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401,
                  "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
                  "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
                  "overloaded_error": 529}
-_DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?[^,]*?;base64,(?P<data>.*)$", re.S)
+_DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?[^,]*?;base64,(?P<data>.*)$", re.DOTALL)
 _EPHEMERAL = {"type": "ephemeral"}
 
 
 def anthropic_base(base_url: str) -> str:
     url = base_url.strip().rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return url.removesuffix("/v1")
 
 
 def _image(url: str) -> dict[str, Any]:

@@ -137,6 +137,14 @@ class KoboldProvider(HTTPProvider):
             if not finished and genkey:
                 self._abort_later(genkey)
 
+    async def complete(self, request: ProviderRequest) -> Answer:
+        wire = self.wire_request(request, stream=False)
+        try:
+            return await self.complete_wire(wire, request)
+        except BaseException:
+            self._abort_later(str(wire.body.get("genkey", "")))
+            raise
+
     def _abort_later(self, genkey: str) -> None:
         try:
             task = asyncio.get_running_loop().create_task(self.abort(genkey))

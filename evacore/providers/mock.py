@@ -226,10 +226,10 @@ class MockProvider:
         per_delta = max(1, int(params.get("tokens_per_delta", 1)))
         words = _WORD.findall(text or "")
         budget = effective_max_tokens(self.connection, request)
-        spent, sent, finish = 0, 0, None
+        spent, finish = 0, None
         if rule.reasoning:
             yield ReasoningDelta(rule.reasoning)
-        for start in range(0, len(words), per_delta):
+        for sent, start in enumerate(range(0, len(words), per_delta)):
             piece = "".join(words[start : start + per_delta])
             cost = heuristic_tokens(piece)
             if spent + cost > budget:
@@ -240,7 +240,6 @@ class MockProvider:
             if sent:
                 await self._wait(rule.token_delay, timeouts.idle, "idle")
             spent += cost
-            sent += 1
             yield TextDelta(piece)
         calls = [] if finish == "length" else [
             ToolCall(f"call_{facts.step}_{i}", name, args)

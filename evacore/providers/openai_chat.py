@@ -26,6 +26,7 @@ from evacore.providers._openai_wire import (
     usage_from,
 )
 from evacore.providers._sse import SSEEvent
+from evacore.providers._tokenize import llamacpp_tokenize
 from evacore.providers._transport import label
 from evacore.providers.base import (
     Answer,
@@ -36,7 +37,6 @@ from evacore.providers.base import (
     effective_model,
     effective_params,
 )
-from evacore.providers._tokenize import llamacpp_tokenize
 
 CHAT_PARAMS = frozenset({
     "temperature", "top_p", "frequency_penalty", "presence_penalty", "seed", "logit_bias",

@@ -7,13 +7,14 @@ Must not: bind anything but a loopback address.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -291,7 +292,7 @@ class LoopbackServer:
         self.client_left.set()
 
     # lifecycle
-    def start(self) -> LoopbackServer:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._run, name="loopback-fake", daemon=True)
         self._thread.start()
         if not self._ready.wait(5):
@@ -328,15 +329,13 @@ class LoopbackServer:
         if loop is None or thread is None:
             return
         future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
-        try:
+        with contextlib.suppress(Exception):  # shutting down regardless
             future.result(timeout=3)
-        except Exception:  # noqa: BLE001 - shutting down regardless
-            pass
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=3)
         self._loop = self._thread = None
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

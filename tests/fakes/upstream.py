@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from evacore.providers.base import Connection, Timeouts
 from tests.fakes import anthropic_wire, kobold_wire, openai_wire
@@ -70,14 +70,14 @@ class FakeUpstream:
         self._lock = threading.Lock()
 
     # lifecycle
-    def start(self) -> FakeUpstream:
+    def start(self) -> Self:
         self.server.start()
         return self
 
     def stop(self) -> None:
         self.server.stop()
 
-    def __enter__(self) -> FakeUpstream:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

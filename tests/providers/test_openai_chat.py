@@ -164,7 +164,7 @@ async def test_r2_10_openai_chat_reasoning_is_its_own_event(
     openai_fake.script.reply("42.", reasoning="Six times seven.")
     provider = make_provider(openai_fake.connection(), client=http_client)
     events = await events_of(provider, chat_request())
-    assert [type(e).__name__ for e in events][0] == "ReasoningDelta"
+    assert type(events[0]).__name__ == "ReasoningDelta"
     assert text_of(events) == "42."
     answer = await provider.complete(chat_request())
     assert answer.text == "Hello from the fake upstream."
