@@ -64,7 +64,7 @@ def _resume(coro: Any, pending: Any) -> Generator[Any, None, Any]:
     while True:
         try:
             yield pending
-        except BaseException as exc:  # delivered by the task (cancellation): hand it on
+        except BaseException as exc:  # noqa: BLE001 - from the task (cancellation): hand it on
             try:
                 pending = coro.throw(exc)
             except StopIteration as stop:

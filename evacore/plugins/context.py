@@ -70,8 +70,8 @@ class CtxBase:
     editable_protected: frozenset[str] = frozenset()
     """Ids of protected elements whose content interceptors may change (e.g. the current
     input); such elements still cannot be removed, change role or lose the flag."""
-    _env_view: Mapping[str, bool] | None = None
-    _abort_view: AbortView | None = None
+    _env_view: Mapping[str, bool] | None = field(default=None, init=False, repr=False)
+    _abort_view: AbortView | None = field(default=None, init=False, repr=False)
 
     @property
     def env_view(self) -> Mapping[str, bool]:
@@ -89,7 +89,7 @@ class CtxBase:
 class HookContext:
     """Fields every hook gets (and tool handlers): abort, env, settings, log, ids, macros."""
 
-    __slots__ = ("_base", "plugin", "hook", "settings", "_log")
+    __slots__ = ("_base", "_log", "hook", "plugin", "settings")
 
     def __init__(self, base: CtxBase, plugin: str, hook: str, settings: Any) -> None:
         self._base = base
@@ -98,7 +98,7 @@ class HookContext:
         self.hook = hook
         """The hook's function name (or the tool's name)."""
         self.settings = settings
-        """The plugin's validated settings (a model instance, or a dict without a model)."""
+        """The plugin's validated settings (a model instance, or a read-only mapping)."""
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
 
     @property
@@ -183,7 +183,7 @@ class PostprocessContext(HookContext):
 class StreamContext(HookContext):
     """Stage 13, per delta: `ctx.delta` (assignable with response:write) and `ctx.text_so_far`."""
 
-    __slots__ = ("delta", "_so_far")
+    __slots__ = ("_so_far", "delta")
 
     def __init__(self, base: CtxBase, plugin: str, hook: str, settings: Any, delta: str,
                  so_far: Callable[[], str]) -> None:

@@ -91,7 +91,7 @@ _UNSET: Any = object()
 class _Source:
     """The accepted messages of a run, with copies made only when a hook asks for them."""
 
-    __slots__ = ("accepted", "_flags", "shared")
+    __slots__ = ("_flags", "accepted", "shared")
 
     def __init__(self, accepted: list[dict[str, Any]]) -> None:
         self.accepted = accepted

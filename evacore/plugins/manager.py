@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -238,7 +239,7 @@ class PluginManager:
         model = item.plugin.settings_model
         if model is None:
             st.settings = dict(raw or {})
-            st.settings_value, st.settings_error = st.settings, None
+            st.settings_value, st.settings_error = MappingProxyType(dict(st.settings)), None
             return
         try:
             value = model.model_validate(raw or {})

@@ -226,12 +226,6 @@ class Plugin:
     def settings_schema(self) -> dict[str, Any] | None:
         return self.settings_model.model_json_schema() if self.settings_model is not None else None
 
-    def default_settings(self) -> dict[str, Any]:
-        """The settings a fresh install gets; raises if the model has required fields."""
-        if self.settings_model is None:
-            return {}
-        return self.settings_model().model_dump(mode="json")
-
     def manifest(self) -> dict[str, Any]:
         """The declarative description: name, version, hooks, macros, tools, settings schema."""
         return {

@@ -19,8 +19,17 @@ if TYPE_CHECKING:
 
 
 class _Running:
-    __slots__ = ("hook", "settings", "deltas", "modified", "rejected", "total_ms", "max_ms",
-                 "outcome", "reason")
+    __slots__ = (
+        "deltas",
+        "hook",
+        "max_ms",
+        "modified",
+        "outcome",
+        "reason",
+        "rejected",
+        "settings",
+        "total_ms",
+    )
 
     def __init__(self, hook: HookSpec, settings: Any) -> None:
         self.hook = hook

@@ -61,7 +61,7 @@ def test_r3_1_docs_state_the_order_rule(docs: str) -> None:
 
 
 def _example(docs: str) -> str:
-    match = re.search(r"```python\n# file: word_filter\.py\n(.*?)```", docs, re.S)
+    match = re.search(r"```python\n# file: word_filter\.py\n(.*?)```", docs, re.DOTALL)
     assert match, "the complete example plugin is missing"
     return match.group(1)
 

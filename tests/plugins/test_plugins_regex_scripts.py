@@ -135,14 +135,14 @@ async def test_r2_scope_disabled_and_chat_scoped_scripts() -> None:
 
 async def test_r2_catastrophic_backtracking_cannot_hang_a_tour() -> None:
     manager = _manager([
-        {"name": "evil", "find": "/^(\\w+\\s?)*(?=!)$/", "replace": "x", "placement": ["ai_output"]},
+        {"name": "evil", "find": "/^(a|aa)+(?=b)$/", "replace": "x", "placement": ["ai_output"]},
         {"name": "after", "find": "/tail/", "replace": "TAIL", "placement": ["ai_output"]},
     ], regex_timeout=0.05)
-    text = "a" * 5000 + " ?tail"
+    text = "a" * 100 + " ?tail"
     t0 = time.perf_counter()
     out, log = await manager.dispatcher.run_postprocess(text, ctx_base=_base())
     assert time.perf_counter() - t0 < 1.5
-    assert out == "a" * 5000 + " ?TAIL" and log[0].outcome == "applied"
+    assert out == "a" * 100 + " ?TAIL" and log[0].outcome == "applied"
 
 
 def test_r2_bad_scripts_are_refused_with_a_clear_error() -> None:
@@ -186,3 +186,16 @@ async def test_r2_sillytavern_exports_import_as_they_are() -> None:
     assert text == "smiles Hello"
     stored = manager.describe("regex_scripts")["settings"]["scripts"][0]
     assert stored["find"] == "/\\*([^*]+)\\*/g" and stored["run_on_edit"] is True
+
+
+async def test_r2_a_slow_pattern_costs_one_time_limit_per_tour_not_one_per_message() -> None:
+    manager = _manager([
+        {"name": "evil", "find": "/^(a|aa)+(?=b)$/", "replace": "x", "placement": ["prompt"]},
+        {"name": "tag", "find": "/\\?$/", "replace": "?#", "placement": ["prompt"]},
+    ], regex_timeout=0.1)
+    messages = [element(f"h{i}", "user", "a" * 100 + " ?") for i in range(40)]
+    t0 = time.perf_counter()
+    result = await manager.dispatcher.run_interceptors(messages, ctx_base=_base())
+    assert time.perf_counter() - t0 < 1.5
+    assert result.log[0].outcome == "applied"
+    assert all(m["content"].endswith(" ?#") for m in result.messages)

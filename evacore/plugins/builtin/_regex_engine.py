@@ -68,7 +68,7 @@ def compile_find(pattern: str, flags: str) -> Compiled:
     try:
         compiled = re2.compile(f"(?{inline}){pattern}" if inline else pattern, options=_RE2_OPTIONS)
         return Compiled("re2", compiled, "g" in flags)
-    except Exception:  # noqa: BLE001 - not RE2 syntax: try the backtracking engine
+    except Exception:  # noqa: BLE001, S110 - not RE2 syntax: try the backtracking engine
         pass
     rflags = regex.V0
     rflags |= regex.IGNORECASE if "i" in flags else 0

@@ -7,6 +7,8 @@ Placement semantics are documented in docs/plugins.md ("The regex-scripts plugin
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
@@ -67,7 +69,7 @@ class RegexScript(BaseModel):
         out = []
         for p in value:
             if isinstance(p, bool):
-                raise ValueError(f"bad placement {p!r}")
+                raise ValueError(f"bad placement {p!r}")  # noqa: TRY004 - pydantic wants ValueError
             if isinstance(p, int):
                 if p in ST_PLACEMENTS:
                     out.append(ST_PLACEMENTS[p])
@@ -87,7 +89,7 @@ class RegexScript(BaseModel):
     @field_validator("min_depth", "max_depth", mode="before")
     @classmethod
     def _depth(cls, value: Any) -> Any:
-        if value is None or value == "" or (isinstance(value, float) and value != value):
+        if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
             return None
         return value
 
@@ -123,7 +125,7 @@ def import_sillytavern(data: Any) -> list[RegexScript]:
     elif isinstance(data, list):
         items = data
     else:
-        raise ValueError("expected a SillyTavern regex script object, a list of them, or a card")
+        raise TypeError("expected a SillyTavern regex script object, a list of them, or a card")
     return [RegexScript.model_validate(item) for item in items]
 
 
@@ -152,18 +154,28 @@ def _in_depth(s: RegexScript, depth: int | None) -> bool:
     return not (s.max_depth is not None and s.max_depth >= 0 and depth > s.max_depth)
 
 
-def _run(scripts: Iterable[RegexScript], text: str, expand: Callable[[str], str], timeout: float,
-         log: Any) -> str:
-    for s in scripts:
-        if not text:
-            break
-        try:
-            pattern, flags = split_find(s.find)
-            compiled = _cache.get(substitute_find(pattern, s.substitute_regex, expand), flags)
-            text = replace(compiled, text, s.replace, s.trim_strings, expand, timeout)
-        except (ValueError, RegexTimeout) as exc:
-            log.warning("regex script %r skipped: %s", s.name or s.find, exc)
-    return text
+class _Runner:
+    """Runs scripts over texts for one hook call; a script that fails or times out once is
+    dropped for the rest of the call, so one bad pattern costs at most one time limit."""
+
+    def __init__(self, expand: Callable[[str], str], timeout: float, log: Any) -> None:
+        self.expand, self.timeout, self.log = expand, timeout, log
+        self.dropped: set[int] = set()
+
+    def __call__(self, scripts: Iterable[RegexScript], text: str) -> str:
+        for s in scripts:
+            if not text:
+                break
+            if id(s) in self.dropped:
+                continue
+            try:
+                pattern, flags = split_find(s.find)
+                compiled = _cache.get(substitute_find(pattern, s.substitute_regex, self.expand), flags)
+                text = replace(compiled, text, s.replace, s.trim_strings, self.expand, self.timeout)
+            except (ValueError, RegexTimeout) as exc:
+                self.dropped.add(id(s))
+                self.log.warning("regex script %r skipped for this tour: %s", s.name or s.find, exc)
+        return text
 
 
 def _is_chat(m: Mapping[str, Any]) -> bool:
@@ -225,7 +237,10 @@ async def prompt_scripts(ctx: InterceptorContext) -> None:
     if not scripts:
         return
     messages = ctx.messages
-    for m, depth in zip(messages, _depths(messages)):
+    run = _Runner(ctx.expand_macros, settings.regex_timeout, ctx.log)
+    for n, (m, depth) in enumerate(zip(messages, _depths(messages)), 1):
+        if n % 32 == 0:
+            await asyncio.sleep(0)  # long prompts: let other tours run in between
         if not ctx.may_edit(m):
             continue
         chosen = _scripts_for(m, depth, scripts)
@@ -233,11 +248,11 @@ async def prompt_scripts(ctx: InterceptorContext) -> None:
             continue
         content = m.get("content")
         if isinstance(content, str):
-            m["content"] = _run(chosen, content, ctx.expand_macros, settings.regex_timeout, ctx.log)
+            m["content"] = run(chosen, content)
         elif isinstance(content, list):
             for part in content:
                 if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                    part["text"] = _run(chosen, part["text"], ctx.expand_macros, settings.regex_timeout, ctx.log)
+                    part["text"] = run(chosen, part["text"])
 
 
 @plugin.postprocess(priority=10, capabilities=["response:write"], timeout=2.0)
@@ -247,4 +262,4 @@ async def output_scripts(ctx: PostprocessContext) -> None:
     scripts = [s for s in _active(settings, ctx.chat_id)
                if "ai_output" in s.placement and not s.prompt_only and not s.markdown_only]
     if scripts:
-        ctx.text = _run(scripts, ctx.text, ctx.expand_macros, settings.regex_timeout, ctx.log)
+        ctx.text = _Runner(ctx.expand_macros, settings.regex_timeout, ctx.log)(scripts, ctx.text)
