@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import json
 import re
 import time
@@ -310,7 +311,7 @@ async def run_tool(registry: ToolRegistry, name: str, arguments: str, ctx: ToolC
         return done("error: aborted", True)
     timeout = ctx.settings.tool_timeouts.get(name, tool.timeout)
     call_ctx = dataclasses.replace(ctx, call_id=call_id)
-    task = asyncio.ensure_future(tool.handler(args, call_ctx))
+    task = asyncio.ensure_future(_invoke(tool, args, call_ctx))
     aborted = asyncio.ensure_future(ctx.abort.wait())
     try:
         await asyncio.wait({task, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -339,6 +340,15 @@ async def run_tool(registry: ToolRegistry, name: str, arguments: str, ctx: ToolC
     else:
         log.warning("tool.failed", tool=name, error=type(exc).__name__, exc_info=exc)
     return done(f"error: {type(exc).__name__}: {exc}", True)
+
+
+async def _invoke(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> str:
+    """Call the handler inside the task, so that even a handler that is not a coroutine
+    function fails as a result rather than in the caller."""
+    result: Any = tool.handler(args, ctx)
+    if inspect.isawaitable(result):
+        result = await result
+    return result  # type: ignore[no-any-return]
 
 
 async def _stop(task: asyncio.Future[str]) -> None:

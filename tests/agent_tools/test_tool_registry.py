@@ -159,3 +159,12 @@ def test_r5_2_with_tools_leaves_the_base_registry_alone(registry) -> None:
     assert registry.get("extra") is None
     with pytest.raises(Conflict):
         registry.with_tools([_tool("echo", _echo)])
+
+
+async def test_r5_3_a_plain_function_handler_still_gives_a_result(make_ctx) -> None:
+    def not_async(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise RuntimeError("sync failure")
+
+    registry = ToolRegistry([_tool("plain", not_async, required=())])
+    outcome = await run_tool(registry, "plain", "{}", make_ctx())
+    assert (outcome.output, outcome.error) == ("error: RuntimeError: sync failure", True)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evacore.agent.registry import run_tool
 from evacore.agent.tools import default_registry
+from evacore.agent.tools._patch import apply_patch
 
 ORIGINAL = "".join(f"line {i}\n" for i in range(1, 21))
 
@@ -139,3 +143,17 @@ async def test_r5_2_write_diff_rejects_a_diff_without_hunks(make_ctx, target: Pa
     two_files = "--- a/x\n+++ b/x\n@@\n-a\n+b\n--- a/y\n+++ b/y\n@@\n-a\n+b\n"
     output, error = await diff(make_ctx(), two_files)
     assert error and "more than one file" in output
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "", "  x", "def f():"]), max_size=30),
+       st.lists(st.sampled_from(["a", "b", "c", "", "  x", "new"]), max_size=30),
+       st.integers(min_value=0, max_value=3))
+def test_r5_2_any_unified_diff_from_difflib_round_trips(old, new, context) -> None:
+    before = "".join(f"{line}\n" for line in old)
+    after = "".join(f"{line}\n" for line in new)
+    patch = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                         "a/f", "b/f", n=context))
+    if not patch:
+        return
+    assert apply_patch(before, patch, "f").text == after

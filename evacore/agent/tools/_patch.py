@@ -127,7 +127,7 @@ def _parse_hunks(diff: str) -> list[_Hunk]:
 
 def _split(text: str) -> tuple[list[str], bool]:
     if text == "":
-        return [], False
+        return [], True  # lines added to an empty file end with a newline
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()

@@ -134,7 +134,7 @@ async def shell(args: dict[str, Any], ctx: ToolContext) -> str:
     finally:
         aborted.cancel()
         exited.cancel()
-        if transport.get_returncode() is None:
+        if transport.get_returncode() is None or not proto.output_closed.is_set():
             await _kill_group(transport, proto, settings.shell_kill_grace)
         transport.close()
     output = capture.text()
