@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 
 import pytest
 
 from tests.plugins.conftest import Loader, element, prompt, tour
-
-SEEN = "import builtins\nbuiltins.__dict__.setdefault('_evacore_seen', [])\n"
 
 
 def _tagger(name: str, priority: int, hooks: list[str]) -> str:
@@ -25,7 +24,9 @@ def _tagger(name: str, priority: int, hooks: list[str]) -> str:
     return "\n".join(body)
 
 
-async def test_r3_1_equal_priorities_run_in_one_order_whatever_the_registration(load_plugins: Loader) -> None:
+async def test_r3_1_equal_priorities_run_in_one_order_whatever_the_registration(
+        load_plugins: Loader, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="evacore.plugins.dispatch")
     specs = [("zeta", 100, ["b_hook", "a_hook"]), ("alpha", 100, ["only"]),
              ("mid", 100, ["x"]), ("early", 5, ["first"]), ("late", 900, ["last"])]
     expected = ["early.first", "alpha.only", "mid.x", "zeta.a_hook", "zeta.b_hook", "late.last"]
@@ -40,9 +41,13 @@ async def test_r3_1_equal_priorities_run_in_one_order_whatever_the_registration(
         assert result.messages[-2]["content"].split()[2:] == expected
         summary = base.changelog.records[0]
         assert summary.actor == "stage" and summary.order == expected
+    order_lines = [r for r in caplog.records if r.getMessage() == "plugin hook order"]
+    assert len(order_lines) == 12  # once per stage per tour
+    assert order_lines[-1].order == expected and order_lines[-1].tour_id == "tour-1"
 
 
-async def test_r3_5_raising_hooks_are_skipped_counted_and_their_changes_discarded(load_plugins: Loader) -> None:
+async def test_r3_5_raising_hooks_are_skipped_counted_and_their_changes_discarded(
+        load_plugins: Loader, caplog: pytest.LogCaptureFixture) -> None:
     failures: list[tuple[str, str, str]] = []
     manager = load_plugins({
         "boom.py": """
@@ -89,6 +94,9 @@ async def test_r3_5_raising_hooks_are_skipped_counted_and_their_changes_discarde
     assert failures == [("boom", "raises", "error"), ("boom", "exits", "error"), ("boom", "interrupts", "error")]
     assert manager.state("boom").failures == 3
     assert "KeyboardInterrupt" in (manager.state("boom").last_error or "")
+    logged = [r for r in caplog.records if r.getMessage().startswith("plugin hook failed")]
+    assert [(r.plugin, r.hook) for r in logged] == [("boom", "raises"), ("boom", "exits"), ("boom", "interrupts")]
+    assert logged[0].exc_info is not None and "bad plugin" in caplog.text
     skipped = {s["hook"]: s["reason"] for s in base.changelog.records[0].skipped}
     assert skipped["boom.raises"] == "error: RuntimeError: bad plugin"
 
