@@ -163,7 +163,10 @@ class MacroEngine:
         ):
             log.warning("macro.bad_arguments", macro=definition.name, count=count)
             return node.raw
-        args = ["".join(self._eval_nodes(a, source, env, state, depth)) for a in arg_nodes]
+        args = [
+            "".join(self._eval_nodes(a, source, env, state, depth)).replace(TRIM_MARK, "")
+            for a in arg_nodes
+        ]
         if definition.wants_call:
             call = MacroCall(node.start, source, node.raw, state)
             result = definition.fn(env, call, *args)

@@ -45,7 +45,7 @@ class _SyncProfile:
 CHARS_PER_TOKEN = 3.35
 """SillyTavern's no-tokenizer estimate for Latin-script text."""
 HEURISTIC_MARGIN = 1.10
-"""Safety factor on top of the script-aware estimate (see docs/macros.md, tokenizers)."""
+"""Safety factor on top of the per-character estimate (measurements: tokenize/README.md)."""
 DIGIT_WEIGHT = 0.5
 """Tokens per ASCII digit (numbers split into 1-3 digit tokens: `06:00` is three)."""
 PUNCT_WEIGHT = 0.5

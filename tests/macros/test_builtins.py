@@ -154,3 +154,8 @@ def test_r2_2_roll_legacy_forms_and_invalid(engine: MacroEngine) -> None:
     assert 1 <= int(engine.evaluate("{{roll:d20}}", env)) <= 20
     assert 3 <= int(engine.evaluate("{{roll 2d6+1}}", env)) <= 13
     assert engine.evaluate("[{{roll::banana}}][{{roll::0d6}}][{{roll::5000d6}}]", env) == "[][][]"
+
+
+def test_r2_2_trim_inside_an_argument_is_not_stored(engine: MacroEngine, env: MacroEnv) -> None:
+    engine.evaluate("{{setvar::k::a\n{{trim}}\nb}}", env)
+    assert env.local_vars["k"] == "a\n\nb"
