@@ -14,7 +14,7 @@ from typing import Any
 from evacore.errors import ImportInvalid
 from evacore.lore.model import CharacterFilter, Lorebook, LoreEntry, Position, Role
 
-__all__ = ["read_world_info", "write_world_info", "to_character_book", "from_character_book"]
+__all__ = ["from_character_book", "read_world_info", "to_character_book", "write_world_info"]
 
 # (model field, ST World Info name, card-book extension name or None, kind, default)
 _FIELDS: tuple[tuple[str, str, str | None, str, Any], ...] = (
@@ -168,7 +168,7 @@ def _out(v: Any) -> Any:
         return list(v)
     if isinstance(v, CharacterFilter):
         return {"isExclude": v.is_exclude, "names": list(v.names), "tags": list(v.tags)}
-    if hasattr(v, "value") and isinstance(getattr(v, "value"), int):
+    if hasattr(v, "value") and isinstance(v.value, int):
         return int(v)
     return v
 

@@ -22,7 +22,7 @@ from evacore.lore.records import (
     ScanResult,
     SourcedBook,
 )
-from evacore.lore.scan import compute_budget, scan
+from evacore.lore.scan import clear_index_cache, compute_budget, scan
 from evacore.lore.timed import TimedRecord, TimedState
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "TimedRecord",
     "TimedState",
     "WorldInfoSettings",
+    "clear_index_cache",
     "compute_budget",
     "place",
     "scan",

@@ -7,6 +7,7 @@ the global case-sensitivity setting.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import threading
 import time
@@ -14,7 +15,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -26,7 +27,7 @@ from evacore.lore._keys import (
     split_groups,
 )
 from evacore.lore._matcher import KeyMatcher
-from evacore.lore.model import MAX_SCAN_DEPTH, CharacterStrategy, LoreEntry, Lorebook
+from evacore.lore.model import MAX_SCAN_DEPTH, CharacterStrategy, Lorebook, LoreEntry
 from evacore.lore.records import SourcedBook
 
 PLAIN, REGEX, DYNAMIC, NEVER = 0, 1, 2, 3
@@ -41,8 +42,7 @@ EXTRA_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class KeyRef:
+class KeyRef(NamedTuple):
     text: str
     """Trimmed key (raw key for DYNAMIC ones, substituted at scan time)."""
     kind: int
@@ -54,29 +54,48 @@ class ScanEntry:
     """An entry ready to scan: its place in the merged order and its parsed parts."""
 
     __slots__ = (
-        "index", "entry", "book", "book_name", "source", "key", "hash", "decorators", "body",
-        "primary", "secondary", "groups", "case_sensitive", "extras", "recursion",
+        "_hash",
+        "body",
+        "book",
+        "book_name",
+        "case_sensitive",
+        "decorators",
+        "entry",
+        "extras",
+        "groups",
+        "index",
+        "key",
+        "primary",
+        "recursion",
+        "secondary",
+        "source",
     )
 
-    def __init__(self, **values: Any) -> None:
-        for name, value in values.items():
-            setattr(self, name, value)
+    def __init__(
+        self, index: int, entry: LoreEntry, book: Lorebook, source: str, case_sensitive: bool,
+        primary: tuple[KeyRef, ...], secondary: tuple[KeyRef, ...],
+    ) -> None:
+        self.index = index
+        self.entry = entry
+        self.book = book
+        self.book_name = book.name
+        self.source = source
+        self.key = f"{book.name}.{entry.uid}"
+        self.decorators, self.body = parse_decorators(entry.content)
+        self.primary = primary
+        self.secondary = secondary
+        self.groups = split_groups(entry.group)
+        self.case_sensitive = case_sensitive
+        self.extras = tuple(i for i, (flag, _) in enumerate(EXTRA_KINDS) if getattr(entry, flag))
+        self.recursion = book.recursive_scanning
+        self._hash: str | None = None
 
-    index: int
-    entry: LoreEntry
-    book: Lorebook
-    book_name: str
-    source: str
-    key: str
-    hash: str
-    decorators: tuple[str, ...]
-    body: str
-    primary: tuple[KeyRef, ...]
-    secondary: tuple[KeyRef, ...]
-    groups: tuple[str, ...]
-    case_sensitive: bool
-    extras: tuple[int, ...]
-    recursion: bool | None
+    @property
+    def hash(self) -> str:
+        """Content hash of this entry version (timed-effect records refer to it)."""
+        if self._hash is None:
+            self._hash = _digest(_dumps([self.book_name, self.entry]))
+        return self._hash
 
 
 @dataclass
@@ -90,9 +109,20 @@ class CompiledLore:
     delay_levels: list[int]
     max_own_depth: int
     max_book_depth: int | None
+    any_book_recursive: bool = False
     problems: list[dict[str, Any]] = field(default_factory=list)
     books: list[dict[str, Any]] = field(default_factory=list)
     build_ms: float = 0.0
+    _by_hash: dict[str, int] | None = None
+
+    def find_hash(self, digest: str) -> int | None:
+        """The entry index with this content hash (the map is built on first use)."""
+        if self._by_hash is None:
+            table: dict[str, int] = {}
+            for item in self.entries:
+                table.setdefault(item.hash, item.index)
+            self._by_hash = table
+        return self._by_hash.get(digest)
 
 
 _CACHE: OrderedDict[tuple[Any, ...], CompiledLore] = OrderedDict()
@@ -193,7 +223,13 @@ def compile_books(
         if hit is not None:
             _CACHE.move_to_end(cache_key)
             return hit, True
-    compiled = _build(merged, notes, strategy, case_sensitive)
+    was_enabled = gc.isenabled()
+    gc.disable()  # the build allocates many small objects; collections would triple its time
+    try:
+        compiled = _build(merged, notes, strategy, case_sensitive)
+    finally:
+        if was_enabled:
+            gc.enable()
     with _LOCK:
         _CACHE[cache_key] = compiled
         while len(_CACHE) > _CACHE_SIZE:
@@ -206,13 +242,38 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
+class _Builder:
+    def __init__(self, global_cs: bool) -> None:
+        self.global_cs = global_cs
+        self.matcher = KeyMatcher()
+        self.problems: list[dict[str, Any]] = []
+
+    def ref(self, raw: str, cs: bool, book: Lorebook, entry: LoreEntry) -> KeyRef:
+        if "{{" in raw:
+            return KeyRef(raw, DYNAMIC)
+        text = raw.strip()
+        if not text:
+            return KeyRef(text, NEVER)
+        if text[0] == "/":
+            try:
+                rk = compile_regex_key(text)
+            except UnsupportedRegex as exc:
+                self.problems.append(
+                    {"book": book.name, "uid": entry.uid, "key": text, "error": str(exc)}
+                )
+                return KeyRef(text, NEVER)
+            if rk is not None:
+                return KeyRef(text, REGEX, self.matcher.add_regex(rk))
+        return KeyRef(text, PLAIN, self.matcher.add_plain(text, cs), is_single_word(text))
+
+
 def _build(
     merged: list[tuple[Lorebook, str]], notes: list[dict[str, Any]],
     strategy: CharacterStrategy, global_cs: bool,
 ) -> CompiledLore:
     started = time.perf_counter()
-    matcher = KeyMatcher()
-    problems: list[dict[str, Any]] = []
+    builder = _Builder(global_cs)
+    ref = builder.ref
     entries: list[ScanEntry] = []
     primary_users: dict[int, list[int]] = {}
     always: list[int] = []
@@ -224,42 +285,22 @@ def _build(
 
     for index, (book, source, entry) in enumerate(_ordered(merged, strategy)):
         cs = global_cs if entry.case_sensitive is None else entry.case_sensitive
-        key = f"{book.name}.{entry.uid}"
-
-        def ref(raw: str, *, cs: bool = cs, book: Lorebook = book, entry: LoreEntry = entry) -> KeyRef:
-            if "{{" in raw:
-                return KeyRef(raw, DYNAMIC)
-            text = raw.strip()
-            if not text:
-                return KeyRef(text, NEVER)
-            try:
-                rk = compile_regex_key(text)
-            except UnsupportedRegex as exc:
-                problems.append({"book": book.name, "uid": entry.uid, "key": text, "error": str(exc)})
-                return KeyRef(text, NEVER)
-            if rk is not None:
-                return KeyRef(text, REGEX, matcher.add_regex(rk))
-            return KeyRef(text, PLAIN, matcher.add_plain(text, cs), is_single_word(text))
-
-        primary = tuple(ref(k) for k in entry.keys)
-        secondary = tuple(ref(k) for k in entry.secondary_keys)
-        decorators, body = parse_decorators(entry.content)
-        item = ScanEntry(
-            index=index, entry=entry, book=book, book_name=book.name, source=source, key=key,
-            hash=_digest(_dumps([book.name, entry])), decorators=decorators, body=body,
-            primary=primary, secondary=secondary, groups=split_groups(entry.group),
-            case_sensitive=cs,
-            extras=tuple(i for i, (flag, _) in enumerate(EXTRA_KINDS) if getattr(entry, flag)),
-            recursion=book.recursive_scanning,
-        )
+        primary = tuple([ref(k, cs, book, entry) for k in entry.keys])
+        secondary = tuple([ref(k, cs, book, entry) for k in entry.secondary_keys])
+        item = ScanEntry(index, entry, book, source, cs, primary, secondary)
         entries.append(item)
-        by_key.setdefault(key, index)
+        by_key.setdefault(item.key, index)
+        dynamic = False
         for kr in primary:
-            if kr.kind in (PLAIN, REGEX):
-                users = primary_users.setdefault(kr.pid, [])
-                if not users or users[-1] != index:
+            if kr.kind == PLAIN or kr.kind == REGEX:
+                users = primary_users.get(kr.pid)
+                if users is None:
+                    primary_users[kr.pid] = [index]
+                elif users[-1] != index:
                     users.append(index)
-        if entry.constant or "@@activate" in decorators or any(k.kind == DYNAMIC for k in primary):
+            elif kr.kind == DYNAMIC:
+                dynamic = True
+        if entry.constant or dynamic or "@@activate" in item.decorators:
             always.append(index)
         if entry.delay:
             with_delay.append(index)
@@ -268,13 +309,15 @@ def _build(
         if entry.scan_depth is not None:
             max_own = max(max_own, min(entry.scan_depth, MAX_SCAN_DEPTH))
 
-    for problem in matcher.build():
+    problems = builder.problems
+    for problem in builder.matcher.build():
         problems.append({"book": None, "uid": None, "key": None, "error": problem})
     info = [{"book": b.name, "source": s, "entries": len(b.entries)} for b, s in merged]
     return CompiledLore(
-        entries=entries, matcher=matcher, primary_users=primary_users, always=always,
+        entries=entries, matcher=builder.matcher, primary_users=primary_users, always=always,
         with_delay=with_delay, by_key=by_key, delay_levels=sorted(levels),
         max_own_depth=max_own, max_book_depth=max(book_depths) if book_depths else None,
+        any_book_recursive=any(b.recursive_scanning for b, _ in merged),
         problems=problems, books=info + notes,
         build_ms=(time.perf_counter() - started) * 1000,
     )

@@ -19,19 +19,14 @@ HitMap = dict[int, int]
 
 
 @dataclass
-class _Plain:
-    pid: int
-    length: int
-    single_word: bool
-
-
-@dataclass
 class KeyMatcher:
     """Collects distinct keys, then matches them all at once against each segment."""
 
     plain_count: int = 0
     _ids: dict[tuple[str, object], int] = field(default_factory=dict)
-    _plain: dict[bool, dict[str, _Plain]] = field(default_factory=lambda: {True: {}, False: {}})
+    _plain: dict[bool, dict[str, tuple[int, int, bool]]] = field(
+        default_factory=lambda: {True: {}, False: {}}
+    )
     _regex: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     _automata: dict[bool, ahocorasick.Automaton] = field(default_factory=dict)
     _sets: list[tuple[re2.Set, list[int]]] = field(default_factory=list)
@@ -44,7 +39,7 @@ class KeyMatcher:
         pid = self._ids.get(ident)
         if pid is None:
             pid = self._ids[ident] = self._new_id()
-            self._plain[case_sensitive][needle] = _Plain(pid, len(needle), is_single_word(needle))
+            self._plain[case_sensitive][needle] = (pid, len(needle), is_single_word(needle))
             self.plain_count += 1
         return pid
 
@@ -72,7 +67,7 @@ class KeyMatcher:
                 continue
             auto = ahocorasick.Automaton()
             for needle, info in words.items():
-                auto.add_word(needle, (info.pid, info.length, info.single_word))
+                auto.add_word(needle, info)
             auto.make_automaton()
             self._automata[case_sensitive] = auto
         for flags, patterns in sorted(self._regex.items()):

@@ -297,7 +297,7 @@ class WorldInfoSettings:
         names = {f.name for f in fields(cls)}
         values: dict[str, Any] = {}
         for key, value in data.items():
-            name = key[len("world_info_"):] if key.startswith("world_info_") else key
+            name = key.removeprefix("world_info_")
             if name in names and value is not None:
                 values[name] = value
         return cls(**values)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from evacore.lore.model import LoreEntry, Lorebook, Position, Role
+from evacore.lore.model import Lorebook, LoreEntry, Position, Role
 from evacore.lore.timed import TimedState
 
 Source = Literal["chat", "persona", "global", "character"]

@@ -15,14 +15,21 @@ from typing import Any
 
 from evacore.lore._groups import filter_groups
 from evacore.lore._haystack import Haystack
-from evacore.lore._index import DYNAMIC, EXTRA_KINDS, PLAIN, REGEX, CompiledLore, KeyRef, ScanEntry, compile_books
-from evacore.lore.model import MAX_SCAN_DEPTH, SelectiveLogic, WorldInfoSettings
+from evacore.lore._index import EXTRA_KINDS, CompiledLore, ScanEntry, clear_cache, compile_books
+from evacore.lore._keyview import KeyView
+from evacore.lore.model import MAX_SCAN_DEPTH, WorldInfoSettings
 from evacore.lore.records import (
-    Activation, CharacterInfo, Cut, CutReason, ScanMessage, ScanResult, SourcedBook,
+    Activation,
+    CharacterInfo,
+    Cut,
+    CutReason,
+    ScanMessage,
+    ScanResult,
+    SourcedBook,
 )
 from evacore.lore.timed import TimedEffects, TimedState
 
-__all__ = ["scan", "compute_budget"]
+__all__ = ["clear_index_cache", "compute_budget", "scan"]
 
 NONE, INITIAL, RECURSION, MIN_ACTIVATIONS = 0, 1, 2, 3
 _STATE_NAMES = {INITIAL: "initial", RECURSION: "recursion", MIN_ACTIVATIONS: "min activations"}
@@ -34,6 +41,11 @@ def compute_budget(settings: WorldInfoSettings, max_context: int) -> int:
     if settings.budget_cap > 0 and budget > settings.budget_cap:
         budget = settings.budget_cap
     return budget
+
+
+def clear_index_cache() -> None:
+    """Forget compiled books (the next scan rebuilds the key automata)."""
+    clear_cache()
 
 
 @dataclass
@@ -121,13 +133,13 @@ class _Scan:
                 extras[kind] = (EXTRA_KINDS[kind][1], text)
         inject = [(f"injected '{k}'", v) for k, v in extra_haystack.items() if v]
         self.hay = Haystack(compiled.matcher, texts, [m.name for m in newest], extras, inject)
+        self.keys = KeyView(self.hay, settings, macros)
         self.timed = TimedEffects(
-            timed_state, self.entries, turn, dry_run=dry_run, with_delay=compiled.with_delay
+            timed_state, self.entries, turn, dry_run=dry_run, with_delay=compiled.with_delay,
+            find_hash=compiled.find_hash,
         )
         self.forced = {compiled.by_key[f"{b}.{u}"] for b, u in force if f"{b}.{u}" in compiled.by_key}
-        self.any_recursive = settings.recursive or any(
-            se.recursion is True for se in self.entries
-        )
+        self.any_recursive = settings.recursive or compiled.any_book_recursive
 
         self.state = INITIAL
         self.skew = 0
@@ -140,7 +152,6 @@ class _Scan:
         self.all_text = ""
         self.book_used: dict[str, int] = {}
         self._contents: dict[int, str] = {}
-        self._dyn: dict[str, str] = {}
         self.warnings: list[str] = []
 
     # -- the loop ---------------------------------------------------------------------------
@@ -153,7 +164,7 @@ class _Scan:
                 break
             self.count += 1
             now, reasons = self._collect()
-            successful, for_recursion = self._admit(now, reasons)
+            for_recursion = self._admit(now, reasons)
             nxt = NONE
             if not self.overflow and any(self._recursive(self.entries[i]) for i in for_recursion):
                 nxt = RECURSION
@@ -278,86 +289,12 @@ class _Scan:
     def _recursive(self, se: ScanEntry) -> bool:
         return self.s.recursive if se.recursion is None else se.recursion
 
-    def _mask(self, se: ScanEntry) -> int:
-        e = se.entry
-        if e.scan_depth is not None:
-            n = e.scan_depth
-        elif se.book.scan_depth is not None:
-            n = se.book.scan_depth + self.skew
-        else:
-            n = self.s.depth + self.skew
-        n = min(n, MAX_SCAN_DEPTH)
-        if n <= 0:
-            return 0
-        mask = self.hay.message_mask(n) | self.hay.inject_mask
-        if se.extras:
-            mask |= self.hay.extras_mask(se.extras)
-        if self.state != MIN_ACTIVATIONS and se.recursion is not False:
-            mask |= self.hay.recursion_mask
-        return mask
-
-    def _hits(self, kr: KeyRef, se: ScanEntry, whole: bool, mask: int) -> int:
-        if kr.kind == PLAIN:
-            table = self.hay.word if whole and kr.single else self.hay.sub
-            return table.get(kr.pid, 0) & mask
-        if kr.kind == REGEX:
-            return self.hay.rx.get(kr.pid, 0) & mask
-        if kr.kind == DYNAMIC:
-            text = self._dyn.get(kr.text)
-            if text is None:
-                text = self._dyn[kr.text] = (self.macros(kr.text) if self.macros else kr.text).strip()
-            return self.hay.dynamic(text, se.case_sensitive, whole, mask)
-        return 0
-
-    def _whole(self, se: ScanEntry) -> bool:
-        ww = se.entry.match_whole_words
-        return self.s.match_whole_words if ww is None else ww
-
     def _match_keys(self, se: ScanEntry) -> list[str] | None:
-        mask = self._mask(se)
-        if not mask:
-            return None
-        whole = self._whole(se)
-        for kr in se.primary:
-            hits = self._hits(kr, se, whole, mask)
-            if hits:
-                break
-        else:
-            return None
-        reasons = [f"key {kr.text!r} in {self.hay.label(hits)}"]
-        e = se.entry
-        if not (e.selective and e.secondary_keys):
-            return reasons
-        logic = e.selective_logic
-        any_hit, all_hit = False, True
-        for kr in se.secondary:
-            hits = self._hits(kr, se, whole, mask)
-            any_hit = any_hit or bool(hits)
-            all_hit = all_hit and bool(hits)
-            if logic == SelectiveLogic.AND_ANY and hits:
-                return reasons + [f"secondary {kr.text!r} in {self.hay.label(hits)} (AND ANY)"]
-            if logic == SelectiveLogic.NOT_ALL and not hits:
-                return reasons + [f"secondary {kr.text!r} absent (NOT ALL)"]
-        if logic == SelectiveLogic.NOT_ANY and not any_hit:
-            return reasons + ["no secondary key present (NOT ANY)"]
-        if logic == SelectiveLogic.AND_ALL and all_hit:
-            return reasons + ["all secondary keys present (AND ALL)"]
-        return None
+        return self.keys.match(se, self.keys.mask(se, self.skew, self.state != MIN_ACTIVATIONS))
 
     def _score(self, idx: int) -> int:
         se = self.entries[idx]
-        if not se.primary:
-            return 0
-        mask = self._mask(se)
-        whole = self._whole(se)
-        primary = sum(1 for kr in se.primary if self._hits(kr, se, whole, mask))
-        secondary = sum(1 for kr in se.secondary if self._hits(kr, se, whole, mask))
-        if se.secondary:
-            if se.entry.selective_logic == SelectiveLogic.AND_ANY:
-                return primary + secondary
-            if se.entry.selective_logic == SelectiveLogic.AND_ALL and secondary == len(se.secondary):
-                return primary + secondary
-        return primary
+        return self.keys.score(se, self.keys.mask(se, self.skew, self.state != MIN_ACTIVATIONS))
 
     # -- admission -------------------------------------------------------------------------
 
@@ -369,13 +306,13 @@ class _Scan:
         return text
 
     def _cut(self, idx: int, reason: CutReason, detail: str = "") -> None:
-        if idx not in self.cuts:
-            se = self.entries[idx]
-            self.cuts[idx] = Cut(se.entry, se.book_name, se.source, reason, detail)  # type: ignore[arg-type]
+        """Record why an entry is left out; a later pass's reason replaces an earlier one."""
+        se = self.entries[idx]
+        self.cuts[idx] = Cut(se.entry, se.book_name, se.source, reason, detail)  # type: ignore[arg-type]
 
-    def _admit(self, now: list[int], reasons: dict[int, list[str]]) -> tuple[list[int], list[int]]:
-        """Groups, probability and budget over this pass's candidates; returns
-        (successful, successful and eligible for recursion)."""
+    def _admit(self, now: list[int], reasons: dict[int, list[str]]) -> list[int]:
+        """Groups, probability and budget over this pass's candidates; returns the ones whose
+        text feeds recursion (not failed by probability, even if cut by the budget)."""
         sticky = self.timed.sticky
         now.sort(key=lambda i: (0 if i in sticky else 1, i))
         active_groups = {self.entries[i].entry.group for i in self.active}
@@ -427,12 +364,11 @@ class _Scan:
             if e.mandatory:
                 why.append("mandatory: exempt from the budget")
             self.active[idx] = _Admitted(why, self.count - 1, content, size)
-        successful = [i for i in new if i not in self.failed]
-        for_recursion = [
-            i for i in successful
-            if not self.entries[i].entry.prevent_recursion and self.entries[i].recursion is not False
+        return [
+            i for i in new
+            if i not in self.failed
+            and not self.entries[i].entry.prevent_recursion and self.entries[i].recursion is not False
         ]
-        return successful, for_recursion
 
     def _roll(self, idx: int) -> bool:
         e = self.entries[idx].entry

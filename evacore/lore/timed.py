@@ -9,7 +9,7 @@ Time is counted in chat messages: `turn` is the chat length at the scan (SillyTa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -95,6 +95,7 @@ class TimedEffects:
         *,
         dry_run: bool,
         with_delay: Iterable[int],
+        find_hash: Callable[[str], int | None],
     ) -> None:
         self._entries = entries
         self._turn = turn
@@ -107,25 +108,22 @@ class TimedEffects:
         self._records: dict[str, dict[str, TimedRecord]] = {
             "sticky": dict(state.sticky), "cooldown": dict(state.cooldown),
         }
-        by_hash: dict[str, int] = {}
-        for index, item in enumerate(entries):
-            by_hash.setdefault(item.hash, index)
         if not dry_run:
-            self._check("sticky", self.sticky, by_hash)
-            self._check("cooldown", self.cooldown, by_hash)
+            self._check("sticky", self.sticky, find_hash)
+            self._check("cooldown", self.cooldown, find_hash)
         for index in with_delay:
             delay = entries[index].entry.delay
             if delay and turn < delay:
                 self.delay.add(index)
 
-    def _check(self, kind: str, active: set[int], by_hash: Mapping[str, int]) -> None:
+    def _check(self, kind: str, active: set[int], find_hash: Callable[[str], int | None]) -> None:
         records = self._records[kind]
         for key, rec in list(records.items()):
             if self._turn <= rec.start and not rec.protected:
                 del records[key]
                 self.events.append(f"{kind} {key}: dropped, the chat did not advance")
                 continue
-            index = by_hash.get(rec.hash)
+            index = find_hash(rec.hash)
             if index is None:
                 if self._turn >= rec.end:
                     del records[key]

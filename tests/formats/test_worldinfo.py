@@ -147,7 +147,7 @@ def test_r2_4_character_book_defaults_and_position_fallback() -> None:
         {"keys": ["c"], "content": "C"},
     ]}
     b = from_character_book(card)
-    a, bb, c = b.entries
+    a, bb, _ = b.entries
     assert a.position is Position.BEFORE_CHAR and bb.position is Position.AFTER_CHAR
     assert (a.probability, a.use_probability) == (100, False)
     assert a.selective is False and a.disable is False and a.order == 100

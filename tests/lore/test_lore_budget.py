@@ -78,3 +78,10 @@ def test_r2_4_overflow_alert_reports_a_warning() -> None:
     loud = run(b, "k", max_context=40, settings=WorldInfoSettings(overflow_alert=True))
     assert quiet.diagnostics["warnings"] == []
     assert loud.diagnostics["warnings"] == ["World Info budget reached after 0 entries"]
+
+
+def test_r2_4_cut_reports_the_final_reason() -> None:
+    b = book(entry(1, ["k"], text(6), order=300), entry(2, ["k"], text(6), delay_until_recursion=1))
+    r = run(b, "k", settings=WorldInfoSettings(recursive=True, budget_cap=8))
+    # skipped as delayed in the first pass, then refused by the budget in the recursion pass
+    assert uids(r) == [1] and cuts(r) == {2: "budget"}

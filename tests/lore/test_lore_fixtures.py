@@ -13,8 +13,20 @@ from typing import Any
 import pytest
 from lore_helpers import book, chat, run, uids
 
-from evacore.formats.worldinfo import from_character_book, read_world_info, to_character_book, write_world_info
-from evacore.lore import Lorebook, LoreEntry, Position, SelectiveLogic, SourcedBook, WorldInfoSettings
+from evacore.formats.worldinfo import (
+    from_character_book,
+    read_world_info,
+    to_character_book,
+    write_world_info,
+)
+from evacore.lore import (
+    Lorebook,
+    LoreEntry,
+    Position,
+    SelectiveLogic,
+    SourcedBook,
+    WorldInfoSettings,
+)
 
 FIXTURES = Path("/work/shared/fixtures")
 CARDS_WITH_BOOKS = ["st_default_Seraphina.v2.png", "st_content_Sakana.v2-characterbook.png"]

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 from lore_helpers import book, chat, cuts, entry, run, uids
 
-from evacore.lore import CharacterFilter, CharacterInfo, ScanMessage, SelectiveLogic, WorldInfoSettings
+from evacore.lore import (
+    CharacterFilter,
+    CharacterInfo,
+    ScanMessage,
+    SelectiveLogic,
+    WorldInfoSettings,
+)
 
 
 def test_r2_4_primary_key_substring_case_insensitive_by_default() -> None:
