@@ -17,6 +17,7 @@ from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._stop import apply_stop, cut_answer
 from evacore.providers._transport import (
     Deadlines,
+    drain,
     make_http_client,
     open_response,
     read_body,
@@ -27,6 +28,7 @@ from evacore.providers._transport import (
 from evacore.providers.base import (
     Answer,
     Connection,
+    Finish,
     ProviderEvent,
     ProviderRequest,
     WireRequest,
@@ -96,6 +98,8 @@ class HTTPProvider:
             aclosing(self.parse_stream(sse, request)) as events,
         ):
             async for event in events:
+                if isinstance(event, Finish):
+                    await drain(sse)
                 yield event
 
     async def complete(self, request: ProviderRequest) -> Answer:

@@ -5,16 +5,12 @@ Must not: know any vendor's event names or payload shapes.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from evacore.errors import ProviderProtocolError
-
-_EOL = re.compile(r"\r\n|\r|\n")
-
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
@@ -37,21 +33,24 @@ class SSEDecoder:
         self._id: str | None = None
 
     def feed(self, chunk: str) -> list[SSEEvent]:
-        self._buf += chunk
+        buf = self._buf + chunk if self._buf else chunk
+        held = False
+        if "\r" in buf:
+            held = buf.endswith("\r")  # may be the first half of "\r\n"
+            if held:
+                buf = buf[:-1]
+            buf = buf.replace("\r\n", "\n").replace("\r", "\n")
+        lines = buf.split("\n")
+        rest = lines.pop()
+        self._buf = rest + "\r" if held else rest
         out: list[SSEEvent] = []
-        pos = 0
-        buf = self._buf
-        while True:
-            m = _EOL.search(buf, pos)
-            if m is None:
-                break
-            if m.group() == "\r" and m.end() == len(buf):
-                break  # may be the first half of "\r\n"
-            event = self._line(buf[pos : m.start()])
+        for line in lines:
+            if line.startswith("data:"):  # the hot path
+                self._data.append(line[6:] if line[5:6] == " " else line[5:])
+                continue
+            event = self._line(line)
             if event is not None:
                 out.append(event)
-            pos = m.end()
-        self._buf = buf[pos:]
         return out
 
     def flush(self) -> list[SSEEvent]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import email.utils
+import math
 import random
 import re
 import time
@@ -65,7 +66,11 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 class Deadlines:
     """The clock of one provider request: total over all attempts, first token per attempt,
-    idle per read once a token arrived. Non-stream requests only know connect and total."""
+    idle per read once a token arrived. Non-stream requests only know connect and total.
+
+    Reads are guarded by one lazy timer per request (a read only moves a number; the
+    timer re-arms itself when it fires early), which keeps the per-chunk cost tiny.
+    """
 
     def __init__(self, timeouts: Timeouts, *, streaming: bool = True) -> None:
         self.timeouts = timeouts
@@ -74,6 +79,44 @@ class Deadlines:
         self._total_at = now + timeouts.total
         self._first_at = now + timeouts.first_token
         self.first_token_seen = False
+        self.expired: str | None = None
+        self._guard_until = math.inf
+        self._guard_which = ""
+        self._task: asyncio.Task[Any] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+
+    def arm(self, until: float, which: str) -> None:
+        self._guard_until, self._guard_which = until, which
+        self._task = asyncio.current_task()
+        if self._timer is None or self._timer_at > until:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._schedule(until)
+
+    def disarm(self) -> None:
+        self._guard_until = math.inf
+
+    def _schedule(self, until: float) -> None:
+        delay = max(0.0, until - time.monotonic())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+        self._timer_at = until
+
+    def _fire(self) -> None:
+        self._timer = None
+        until = self._guard_until
+        if until == math.inf or self._task is None:
+            return
+        if time.monotonic() < until:
+            self._schedule(until)
+            return
+        self.expired = self._guard_which
+        self._task.cancel()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def start_attempt(self) -> None:
         self._first_at = time.monotonic() + self.timeouts.first_token
@@ -115,14 +158,18 @@ async def within(aw: Awaitable[T], dl: Deadlines, conn: Connection) -> T:
         if asyncio.iscoroutine(aw):
             aw.close()
         raise timeout_error(conn, which)
-    cm = asyncio.timeout(wait)
+    task = asyncio.current_task()
+    cancelling = task.cancelling() if task is not None else 0
+    dl.expired = None
+    dl.arm(time.monotonic() + wait, which)
     try:
-        async with cm:
-            return await aw
-    except TimeoutError:
-        if cm.expired():
-            raise timeout_error(conn, which) from None
+        return await aw
+    except asyncio.CancelledError:
+        if dl.expired is not None and task is not None and task.uncancel() <= cancelling:
+            raise timeout_error(conn, dl.expired) from None
         raise
+    finally:
+        dl.disarm()
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -262,6 +309,17 @@ async def sse_events(
         yield event
 
 
+async def drain(rest: AsyncIterator[object], limit: float = 0.1) -> None:
+    """Read what follows the end of an answer (`[DONE]`, the chunk terminator) so the
+    keep-alive connection goes back to the pool; give up quickly and let it close."""
+    try:
+        async with asyncio.timeout(limit):
+            async for _ in rest:
+                pass
+    except (TimeoutError, ProviderError):
+        pass
+
+
 def retry_delay(conn: Connection, err: ProviderError, tries: int) -> float:
     delay = conn.retry_backoff * (2**tries) * (1 + random.random() * 0.25)
     delay = min(delay, _BACKOFF_CEILING)
@@ -298,3 +356,5 @@ async def retrying(
             )
             await asyncio.sleep(delay)
             tries += 1
+        finally:
+            dl.close()

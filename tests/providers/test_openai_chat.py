@@ -222,3 +222,13 @@ async def test_r2_15_wire_request_redacts_the_key(
     wire = provider.wire_request(chat_request())
     assert wire.headers["Authorization"] == "***"
     assert "sk-fake" not in json.dumps(wire.body) + json.dumps(wire.headers)
+
+
+async def test_r2_11_keep_alive_connection_is_reused_between_steps(
+    openai_fake: FakeUpstream, http_client: httpx.AsyncClient
+) -> None:
+    provider = make_provider(openai_fake.connection(), client=http_client)
+    for _ in range(3):
+        assert text_of(await events_of(provider, chat_request()))
+    await provider.complete(chat_request())
+    assert openai_fake.server.connections_total == 1
