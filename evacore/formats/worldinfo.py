@@ -200,9 +200,16 @@ def _load(data: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def read_world_info(data: bytes | str | Mapping[str, Any], name: str | None = None) -> Lorebook:
-    """Read an ST World Info file, a `{spec:"lorebook_v3", data}` object or a card's
-    `character_book`. `name` overrides the name found in the data."""
+    """Read an ST World Info file, a `{spec:"lorebook_v3", data}` object, a card's
+    `character_book` (or a whole V2/V3 card JSON, for its book). `name` overrides the name
+    found in the data."""
     obj = _load(data)
+    if str(obj.get("spec", "")).startswith("chara_card_"):
+        card_data = obj.get("data")
+        book = card_data.get("character_book") if isinstance(card_data, Mapping) else None
+        if not isinstance(book, Mapping):
+            raise ImportInvalid("this character card has no `character_book`")
+        return from_character_book(book, name=name)
     if obj.get("spec") == "lorebook_v3":
         inner = obj.get("data")
         if not isinstance(inner, Mapping):
@@ -326,6 +333,8 @@ def _from_card_entry(raw: Mapping[str, Any], uid: int, index: int) -> LoreEntry:
         values["display_index"] = index
     known_ext = {n for _, _, n, _, _ in _FIELDS if n}
     extra = {k: v for k, v in raw.items() if k not in _CARD_ENTRY_FIELDS}
+    if ext_raw is not None and not isinstance(ext_raw, Mapping):
+        extra["extensions"] = ext_raw
     if raw.get("id") is not None and _int(raw.get("id"), None) is None:
         extra["id"] = raw["id"]
     leftover = {k: v for k, v in ext.items() if k not in known_ext}
@@ -374,7 +383,8 @@ def to_character_book(book: Lorebook) -> dict[str, Any]:
     """The book as a card `character_book` (formats §2.3), ST fields under `extensions`."""
     entries = []
     for e in book.entries:
-        ext: dict[str, Any] = dict(e.extra.get("extensions") or {})
+        kept = e.extra.get("extensions")
+        ext: dict[str, Any] = dict(kept) if isinstance(kept, Mapping) else {}
         for fname, _, ext_name, _, _ in _FIELDS:
             if ext_name is not None:
                 ext[ext_name] = _out(getattr(e, fname))

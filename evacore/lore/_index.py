@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import re
 import threading
 import time
 import weakref
@@ -31,6 +32,7 @@ from evacore.lore.model import MAX_SCAN_DEPTH, CharacterStrategy, Lorebook, Lore
 from evacore.lore.records import SourcedBook
 
 PLAIN, REGEX, DYNAMIC, NEVER = 0, 1, 2, 3
+_LEGACY_MACRO = re.compile(r"<(?:user|bot|char)", re.IGNORECASE)
 
 EXTRA_KINDS: tuple[tuple[str, str], ...] = (
     ("match_persona_description", "persona description"),
@@ -249,7 +251,7 @@ class _Builder:
         self.problems: list[dict[str, Any]] = []
 
     def ref(self, raw: str, cs: bool, book: Lorebook, entry: LoreEntry) -> KeyRef:
-        if "{{" in raw:
+        if "{{" in raw or ("<" in raw and _LEGACY_MACRO.search(raw)):
             return KeyRef(raw, DYNAMIC)
         text = raw.strip()
         if not text:

@@ -211,3 +211,14 @@ def test_r2_4_malformed_lorebook_raises_import_invalid(data: bytes, message: str
         read_world_info(data)
     assert message in str(info.value)
     assert info.value.code == "import_invalid"
+
+
+def test_r2_4_whole_card_json_yields_its_book() -> None:
+    card = {"spec": "chara_card_v2", "spec_version": "2.0",
+            "data": {"name": "Eva", "character_book": {"name": "Eva's lore", "entries": [
+                {"keys": ["k"], "content": "c", "extensions": "odd"}]}}}
+    b = read_world_info(card)
+    assert b.name == "Eva's lore" and b.entries[0].extra == {"extensions": "odd"}
+    assert to_character_book(b)["entries"][0]["extensions"]["position"] == 1
+    with pytest.raises(ImportInvalid, match="no `character_book`"):
+        read_world_info({"spec": "chara_card_v3", "data": {"name": "Eva"}})

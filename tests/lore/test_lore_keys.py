@@ -274,3 +274,9 @@ def test_r2_4_display_fields_do_not_change_activation() -> None:
                          automation_id="auto", display_index=7))
     assert uids(run(plain, "a dragon")) == uids(run(dressed, "a dragon")) == [1]
     assert run(dressed, "a dragon").diagnostics["activated"][0]["comment"] == "Dragons"
+
+
+def test_r2_4_legacy_angle_macros_in_keys_are_substituted() -> None:
+    b = book(entry(1, ["<USER>'s house"]))
+    r = run(b, "We met at Ann's house", macros=lambda s: s.replace("<USER>", "Ann"))
+    assert uids(r) == [1]
