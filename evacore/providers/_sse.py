@@ -12,6 +12,7 @@ import orjson
 
 from evacore.errors import ProviderProtocolError
 
+
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
     event: str
