@@ -1,8 +1,8 @@
-"""Group a scan's activations by destination the way SillyTavern assembles them
-(reference §2.7): before/after the character, Author's Note top/bottom, one insertion per
-(depth, role), example blocks, named outlets.
+"""Group a scan's activations by destination as SillyTavern does (reference §2.7).
 
 Must not: build the prompt; the prompt builder decides where each destination sits.
+Destinations: before/after the character, Author's Note top/bottom, one insertion per
+(depth, role), example blocks, named outlets.
 """
 
 from __future__ import annotations
