@@ -186,21 +186,22 @@ def _apply_hunks(text: str, hunks: list[_Hunk], shown: str) -> PatchResult:
     offset, start, added, removed = 0, 0, 0, 0
     for number, hunk in enumerate(hunks, 1):
         label = f"hunk {number} ({hunk.header})"
+        header_pos = None
+        if hunk.old_start is not None:  # a pure insertion's header names the line before it
+            pure_insert = not hunk.old() and hunk.old_count == 0
+            header_pos = hunk.old_start if pure_insert else max(hunk.old_start - 1, 0)
         if not hunk.old():
-            if hunk.old_start is None:
+            if header_pos is None:
                 raise PatchFailed(f"{label} has no context lines and no line number: "
                                   "cannot tell where to insert it")
-            pos = hunk.old_start if hunk.old_count == 0 else hunk.old_start - 1
-            pos = min(max(pos + offset, start), len(lines))
-            found, head, tail = pos, 0, 0
+            found, head, tail = min(max(header_pos + offset, start), len(lines)), 0, 0
         else:
-            header_pos = (hunk.old_start - 1) if hunk.old_start else None
             hint = header_pos + offset if header_pos is not None else start
-            found, head, tail = _locate(lines, hunk, hint, start, notes, number)
-            if found is None:
-                want = hunk.old()
+            located, head, tail = _locate(lines, hunk, hint, start, notes, number)
+            if located is None:
                 raise PatchFailed(f"{label} does not apply to {shown}: "
-                                  f"{_nearest(lines, want, start)}; nothing was written")
+                                  f"{_nearest(lines, hunk.old(), start)}; nothing was written")
+            found = located
             if header_pos is not None and found - head != hint:
                 notes.append(f"hunk {number} applied {abs(found - head - hint)} line(s) "
                              f"{'later' if found - head > hint else 'earlier'} than its header says")
@@ -209,8 +210,8 @@ def _apply_hunks(text: str, hunks: list[_Hunk], shown: str) -> PatchResult:
         lines[found:found + len(old)] = new
         if at_eof and (hunk.old_no_newline or hunk.new_no_newline):
             final_newline = not hunk.new_no_newline
-        if hunk.old_start is not None:
-            offset = found - head - (hunk.old_start - 1) + len(new) - len(old)
+        if header_pos is not None:
+            offset = found - head - header_pos + len(new) - len(old)
         start = found + len(new)
         added += sum(1 for tag, _ in hunk.ops if tag == "+")
         removed += sum(1 for tag, _ in hunk.ops if tag == "-")
