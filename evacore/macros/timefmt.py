@@ -19,10 +19,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-_MONTHS = (
-    "January February March April May June July August September October November December"
-).split()
-_DAYS = "Sunday Monday Tuesday Wednesday Thursday Friday Saturday".split()
+_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
+_DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 _LONG_FORMATS = {
     "LTS": "h:mm:ss A",
     "LT": "h:mm A",

@@ -127,7 +127,7 @@ def _units(items: Sequence[FitItem]) -> list[_Unit]:
     return units
 
 
-def _chunk_tokens(chunk: int | float, budget: int) -> int:
+def _chunk_tokens(chunk: float, budget: int) -> int:
     if isinstance(chunk, float) and 0 <= chunk < 1:
         return int(budget * chunk)
     return max(0, int(chunk))
@@ -137,7 +137,7 @@ def fit(
     items: Sequence[FitItem],
     budget: int,
     *,
-    chunk: int | float = DEFAULT_CHUNK,
+    chunk: float = DEFAULT_CHUNK,
     anchor: FitAnchor | None = None,
 ) -> FitResult:
     """Keep the items that fit `budget`; see the module docstring for the order.

@@ -32,8 +32,8 @@ MODEL_RULES: tuple[tuple[str, str], ...] = (
     (r"llama[-_ ]?3(?!\d)", "hf:llama3"),
     (r"qwen[-_ ]?(2|3)", "hf:qwen3"),
     (r"mistral[-_ ]?nemo|(^|[/-])nemo", "hf:mistral-nemo"),
-    (r"pixtral|ministral|magistral|devstral|voxtral|mistral[-_ ]?small[-_ ]?(3|24b)"
-     r"|mistral[-_ ]?medium|mistral-small-25|mistral.*-25\d\d", "hf:mistral-tekken"),
+    ((r"pixtral|ministral|magistral|devstral|voxtral|mistral[-_ ]?small[-_ ]?(3|24b)"
+      r"|mistral[-_ ]?medium|mistral-small-25|mistral.*-25\d\d"), "hf:mistral-tekken"),
     (r"mistral|mixtral|codestral", "hf:mistral-v3"),
 )
 

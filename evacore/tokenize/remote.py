@@ -25,14 +25,13 @@ def root_url(base_url: str) -> str:
     """The server root: the tokenize endpoints live beside `/v1`, not under it."""
     url = base_url.rstrip("/")
     for suffix in ("/v1", "/api"):
-        if url.endswith(suffix):
-            url = url[: -len(suffix)]
+        url = url.removesuffix(suffix)
     return url
 
 
 def _parse(endpoint: str, payload: Any) -> int:
     if not isinstance(payload, dict):
-        raise ValueError("tokenize answer is not an object")
+        raise ValueError("tokenize answer is not an object")  # noqa: TRY004 - a bad answer
     for key in ("count", "value"):
         value = payload.get(key)
         if isinstance(value, int) and not isinstance(value, bool):

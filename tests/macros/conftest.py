@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from evacore.macros import MacroEngine, MacroEnv
 
-NOW = datetime(2026, 11, 30, 15, 5, 9, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 15, 5, 9, tzinfo=UTC)
 
 
 @pytest.fixture(scope="session")

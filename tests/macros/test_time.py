@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from evacore.macros import MacroEngine, MacroEnv
 from evacore.macros.timefmt import format_moment, humanize
 
-NOW = datetime(2026, 11, 30, 15, 5, 9, tzinfo=timezone.utc)  # a Monday
+NOW = datetime(2026, 11, 30, 15, 5, 9, tzinfo=UTC)  # a Monday
 
 
 @pytest.mark.parametrize(

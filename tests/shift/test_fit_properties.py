@@ -57,7 +57,7 @@ def _fixed(items: list[FitItem]) -> int:
     return total
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(prompts())
 def test_r2_7_properties_hold(case: tuple[list[FitItem], int, float, FitAnchor | None]) -> None:
     items, budget, chunk, anchor = case

@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 from functools import partial
 
-from evacore.tokenize import CountCache, cached_count, cached_count_async, count_messages
-from evacore.tokenize import get_profile
+from evacore.tokenize import (
+    CountCache,
+    cached_count,
+    cached_count_async,
+    count_messages,
+    get_profile,
+)
 from evacore.tokenize.messages import IMAGE_TOKENS, REPLY_PRIMING, TOKENS_PER_MESSAGE
 
 
