@@ -1,0 +1,279 @@
+"""Stream rules in the running core: seeding at start, the shared compiled rule set (rebuilt
+when the stored rules change, on any instance), each tour's `TourRules`, the firing records
+written with the tour, and the CRUD / probe / stats operations every surface shares (R6.9).
+
+Must not: speak HTTP, print, or judge answers itself; the engine decides, the store persists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from sqlalchemy.exc import IntegrityError
+
+from evacore.errors import Conflict, RuleInvalid
+from evacore.rules import (
+    SEED_META_KEY,
+    ProbeResult,
+    RepeatState,
+    Rule,
+    RuleSet,
+    SeedPlan,
+    StoredRuleState,
+    TourRules,
+    apply_patch,
+    plan_seeding,
+    probe_rule,
+    rules_stats,
+    stat_row,
+    validate_rule,
+)
+from evacore.store import rules as store
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+_log = structlog.get_logger("evacore.rules")
+SERVICE_KEY = "rules"
+"""`core.services[SERVICE_KEY]` holds the RulesService."""
+SEED_ATTEMPTS = 3
+
+
+# --- operations shared by the HTTP API, the CLI and the model's tools ---------------------------
+
+
+async def list_rules(session: AsyncSession) -> list[Rule]:
+    return await store.list_rules(session)
+
+
+async def create_rule(session: AsyncSession, data: Any) -> Rule:
+    """Validate and store a new rule: RuleInvalid (422) or Conflict (409) change nothing."""
+    rule = validate_rule(data, existing_names=await store.rule_names(session))
+    try:
+        await store.insert_rule(session, rule)
+    except IntegrityError:  # a concurrent create of the same name won the race; rolled back
+        raise Conflict(f"a rule named {rule.name!r} already exists", name=rule.name) from None
+    return rule
+
+
+async def edit_rule(session: AsyncSession, name: str, patch: Any) -> Rule:
+    """Apply a partial edit, re-validated as a whole; an edit that changes nothing writes nothing."""
+    rule = await store.get_rule(session, name)
+    updated = apply_patch(rule, patch)
+    if updated is not rule:
+        await store.replace_rule(session, updated)
+    return updated
+
+
+async def delete_rule(session: AsyncSession, name: str) -> None:
+    await store.delete_rule(session, name)
+
+
+async def probe(
+    session: AsyncSession,
+    *,
+    name: str | None = None,
+    rule: Any = None,
+    text: str | None = None,
+    tool: str | None = None,
+    arguments: str = "{}",
+    env: Mapping[str, bool] | Iterable[str] | None = None,
+) -> tuple[Rule, ProbeResult]:
+    """"Would it fire?" for a stored rule (`name`) or an unsaved one (`rule`, validated)."""
+    if (name is None) == (rule is None):
+        raise RuleInvalid("give either the name of a stored rule or a rule to try")
+    target = await store.get_rule(session, name) if name is not None else validate_rule(rule)
+    return target, probe_rule(target, text=text, tool=tool, arguments=arguments, env=env)
+
+
+async def rules_field(session: AsyncSession) -> list[dict[str, Any]]:
+    """The `rules` field of GET /v1/stats (R6.11): every current rule and every recorded one."""
+    current = [r.name for r in await store.read_rules(session)]
+    return rules_stats(current, await store.rule_counts(session))
+
+
+async def stats(session: AsyncSession, plugins: Any = None) -> dict[str, Any]:
+    """The whole GET /v1/stats body."""
+    out: dict[str, Any] = {
+        "rules": await rules_field(session),
+        "tours": await store.tour_counts(session),
+        "tokens": await store.token_totals(session),
+    }
+    failures = plugin_failures(plugins)
+    if failures is not None:
+        out["plugins"] = failures
+    return out
+
+
+def plugin_failures(plugins: Any) -> dict[str, Any] | None:
+    """Failure counters from the plugin host's state snapshot, when it offers one."""
+    for owner in (plugins, getattr(plugins, "manager", None)):
+        snapshot = getattr(owner, "state_snapshot", None)
+        if callable(snapshot):
+            try:
+                states = snapshot()
+            except Exception:  # noqa: BLE001 - stats never fail because of a plugin
+                return None
+            by_plugin = {
+                str(name): {"failures": int(st.get("failures") or 0),
+                            "last_error": st.get("last_error")}
+                for name, st in dict(states).items() if isinstance(st, Mapping)
+            }
+            total = sum(p["failures"] for p in by_plugin.values())
+            return {"failures": total, "by_plugin": by_plugin}
+    return None
+
+
+# --- seeding and calibration (R6.10) -------------------------------------------------------------
+
+
+async def run_seeding(core: Core, seeds: Iterable[Rule] | None = None) -> SeedPlan:
+    """Apply this release's seeding / calibration wave in one transaction. Idempotent; when
+    several instances start at once, the loser of the race retries and finds nothing to do."""
+    for attempt in range(SEED_ATTEMPTS):
+        try:
+            async with core.session() as s:
+                stored = [_state_of(r) for r in await store.read_rules(s)]
+                meta = await store.get_seed_meta(s, SEED_META_KEY)
+                kwargs = {} if seeds is None else {"seeds": tuple(seeds)}
+                plan = plan_seeding(stored, meta, **kwargs)
+                for rule in plan.create:
+                    await store.insert_rule(s, rule)
+                for rule in plan.rewrite:
+                    await store.replace_rule(s, rule)
+                if plan.meta_changed:
+                    await store.put_seed_meta(s, SEED_META_KEY, plan.new_meta)
+        except IntegrityError:
+            if attempt == SEED_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.05 * (attempt + 1))
+            continue
+        if plan.create or plan.rewrite:
+            _log.info("stream rules seeded", created=[r.name for r in plan.create],
+                      rewritten=[r.name for r in plan.rewrite])
+        return plan
+    raise AssertionError("unreachable")
+
+
+def _state_of(row: Rule | store.BadRow) -> StoredRuleState:
+    if isinstance(row, Rule):
+        try:
+            return StoredRuleState.from_rule(row)
+        except Exception:  # noqa: BLE001 - unhashable bad data: treat as the master's own
+            pass
+    return StoredRuleState(name=row.name, enabled=True, seed_hash=None, seed_version=None,
+                           current_hash="")
+
+
+# --- the rules of running tours ------------------------------------------------------------------
+
+
+class _TourLog:
+    """Forwards the engine's log lines and keeps each firing in the tour's diagnostics."""
+
+    def __init__(self, fired: list[dict[str, Any]]) -> None:
+        self._fired = fired
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._fired.append({"event": event, **fields})
+        _log.info(event, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        _log.warning(event, **fields)
+
+
+class RulesService:
+    """The compiled rules shared by this instance's tours, rebuilt when the stored rules change."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self._version: tuple[int, str | None] | None = None
+        self._ruleset = RuleSet(())
+
+    async def ruleset(self, session: AsyncSession) -> RuleSet:
+        """The current rule set; one cheap query tells whether the stored rules changed (here or
+        on another instance) since it was built."""
+        version = await store.rules_version(session)
+        if version != self._version:
+            rows = await store.read_rules(session)
+            for bad in rows:
+                if isinstance(bad, store.BadRow):
+                    _log.warning("stream rule skipped", rule=bad.name, reason=bad.reason)
+            self._ruleset = RuleSet.compile(r for r in rows if isinstance(r, Rule))
+            self._version = version
+        return self._ruleset
+
+    async def load_for_tour(self, core: Core, tour: Tour) -> TourRules | None:
+        """The tour's rules: its env (after overrides), this chat's repeat state, its turn."""
+        try:
+            async with core.session() as s:
+                ruleset = await self.ruleset(s)
+                names = _repeat_names(ruleset, tour)
+                records = await store.repeat_records(s, tour.chat_id, names) if names else []
+        except Exception:  # noqa: BLE001 - a tour goes on without rules rather than fail
+            _log.exception("stream rules could not be loaded; the tour runs without them")
+            return None
+        chat = tour.data.get("chat") or {}
+        fired: list[dict[str, Any]] = []
+        rules = TourRules(
+            ruleset, tour.env, RepeatState.from_records(records), int(chat.get("turn") or 0),
+            log=_TourLog(fired), log_fields={"chat_id": tour.chat_id, "tour_id": tour.id},
+        )
+        tour.diagnostics["rules"] = {
+            "loaded": ruleset.names,
+            "skipped": [{"rule": n, "reason": why} for n, why in ruleset.skipped],
+            "armed": [r.name for r in rules.armed_text_rules()],
+            "fired": fired,
+        }
+        return rules
+
+    async def save_firings(self, session: AsyncSession, tour: Tour) -> None:
+        """Stage 14 hook: one `stream_rule_stat` row per firing of this tour, in its transaction."""
+        rules = tour.data.get("rules")
+        firings = getattr(rules, "firings", None)
+        if not firings:
+            return
+        await store.add_stats(
+            session, (stat_row(f, chat_id=tour.chat_id, tour_id=tour.id) for f in firings)
+        )
+
+
+def _repeat_names(ruleset: RuleSet, tour: Tour) -> list[str]:
+    """Rules with a repeat policy that could fire in this tour (their `when` holds and, for a
+    tool rule, the tool is offered): only their records matter, so other tours skip the query."""
+    from evacore.rules import env_flags
+
+    flags = env_flags(tour.env)
+    tools = tour.data.get("tools")
+    offered = set(tools.registry.names()) if tools is not None else None
+    names = []
+    for compiled in ruleset.rules:
+        scope = compiled.rule.scope
+        if compiled.repeat[0] == "every" or not compiled.when <= flags:
+            continue
+        if scope != "text" and offered is not None and scope[5:] not in offered:
+            continue
+        names.append(compiled.rule.name)
+    return names
+
+
+async def install_rules(core: Core) -> None:
+    """Seed, then offer the rules to tours (loader, save hook) and the model (the rule tools)."""
+    from evacore.agent.setup import base_registry
+    from evacore.agent.tools.rule_tools import rule_tools
+
+    await run_seeding(core)
+    service = RulesService(core)
+    core.services[SERVICE_KEY] = service
+    core.services["rules_loader"] = service.load_for_tour
+    core.services.setdefault("save_hooks", []).append(service.save_firings)
+    registry = base_registry(core)
+    for tool in rule_tools():
+        if registry.get(tool.name) is None:
+            registry.register(tool)
