@@ -15,6 +15,7 @@ async def install_services(core: Core) -> None:
     """Attach every service to `core.services`; later packages add theirs here."""
     from evacore.pipeline.connect import ProviderPool
     from evacore.pipeline.manager import TourManager
+    from evacore.rules.service import install_rules
     from evacore.store.connections import ensure_mock
 
     async with core.session() as s:
@@ -22,3 +23,4 @@ async def install_services(core: Core) -> None:
     core.services["providers"] = ProviderPool()
     core.services["tours"] = TourManager(core)
     # Each package that offers services installs them here, one line each.
+    await install_rules(core)

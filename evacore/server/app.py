@@ -16,6 +16,7 @@ from evacore.core import Core, start_core
 from evacore.logs import get_logger
 from evacore.server.errors import install_error_handlers
 from evacore.server.routes import chats, connections, generate, health, tours, users
+from evacore.server.routes import rules, stats
 
 log = get_logger(__name__)
 
@@ -26,6 +27,8 @@ ROUTERS = [
     chats.router,
     generate.router,
     tours.router,
+    rules.router,
+    stats.router,
     # One router per line.
 ]
 
