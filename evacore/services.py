@@ -23,4 +23,5 @@ async def install_services(core: Core) -> None:
     core.services["providers"] = ProviderPool()
     core.services["tours"] = TourManager(core)
     # Each package that offers services installs them here, one line each.
+    from evacore.plugins.host import install_plugins; await install_plugins(core)  # noqa: E702
     await install_rules(core)

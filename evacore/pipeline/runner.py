@@ -130,6 +130,9 @@ async def run_tour(core: Core, tour: Tour) -> None:
                 await save_failure(core, tour, "failed", err)
             tour.events.emit("error", {"code": "internal", "message": err.message})
         finally:
+            broker = core.services.get("client_ops")
+            if broker is not None:
+                broker.cancel_tour(tour.id)
             tour.events.close()
 
 

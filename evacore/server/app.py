@@ -16,7 +16,9 @@ from evacore.core import Core, start_core
 from evacore.logs import get_logger
 from evacore.server.errors import install_error_handlers
 from evacore.server.routes import chats, connections, generate, health, tours, users
+from evacore.server.routes import characters, chat_io, personas, presets
 from evacore.server.routes import rules, stats
+from evacore.server.routes import plugins
 
 log = get_logger(__name__)
 
@@ -29,6 +31,11 @@ ROUTERS = [
     tours.router,
     rules.router,
     stats.router,
+    plugins.router,
+    characters.router,
+    personas.router,
+    presets.router,
+    chat_io.router,
     # One router per line.
 ]
 

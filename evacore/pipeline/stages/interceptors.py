@@ -1,16 +1,26 @@
 """Stage 8, plugin interceptors: plugins view and change the prompt, then the budget is re-applied.
 
 Must not: implement the hook contract (plugins/dispatch.py alone does). After the last
-interceptor the prompt is recounted and stage 7 re-applied (R2.1 stage 8).
+interceptor the prompt is recounted and stage 7 re-applied (R2.1 stage 8): no plugin can
+get past the budget or remove protected content.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from evacore.pipeline.prompt import Element, Prompt
 
 if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.pipeline.tour import Tour
+
+
+def apply_dicts(prompt: Prompt, dicts: list[dict[str, Any]], *, reason: str) -> None:
+    """Take a plugin's accepted message dicts back into the prompt (host-only fields kept)."""
+    old = {el.id: el for el in prompt}
+    new = [Element.from_dict(d, base=old.get(str(d["id"]))) for d in dicts]
+    prompt.replace_all(new, reason=reason)
 
 
 class Interceptors:
@@ -18,4 +28,20 @@ class Interceptors:
     name = "interceptors"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        return None
+        from evacore.pipeline.runner import record_changes
+        from evacore.pipeline.stages.context_shift import fit_prompt
+        from evacore.plugins.host import note_records
+
+        host = core.services.get("plugins")
+        if host is None or not host.manager.hooks("interceptor"):
+            return
+        dicts = [el.to_dict() for el in tour.prompt]
+        result = await host.dispatcher.run_interceptors(dicts, ctx_base=host.ctx_base(tour))
+        note_records(tour, "interceptors", result.log)
+        tour.diagnostics.setdefault("plugin_order", {})["interceptor"] = result.order
+        if not result.changed:
+            return
+        apply_dicts(tour.prompt, result.messages, reason="plugin")
+        record_changes(tour, self.name, "plugins")
+        removed = fit_prompt(core, tour, reason="budget after interceptors")
+        tour.diagnostics.setdefault("shift", {})["removed_after_interceptors"] = removed

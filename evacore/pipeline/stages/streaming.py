@@ -7,6 +7,7 @@ The prefill goes in front of the client's first delta exactly once (R2.12).
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from evacore.providers.base import Finish, ReasoningDelta, TextDelta, ToolCall
@@ -23,43 +24,50 @@ class Streaming:
     async def run(self, core: Core, tour: Tour) -> None:
         step: Step = tour.data["step"]
         holding: bool = tour.data.get("holding", False)
-        stream_hooks = tour.data.get("stream_hooks")
+        host = core.services.get("plugins")
+        stream_hooks = host.stream_hooks(tour) if host is not None else None
         parts: list[str] = []
         tour.data["partial"] = parts
         prefix = tour.data.get("prefill", "") if not tour.data.get("prefill_sent") else ""
         if prefix:
             parts.append(prefix)
         reasoning: list[str] = []
-        async for event in tour.data.pop("events_iter"):
-            if isinstance(event, TextDelta):
-                text = event.text
-                if stream_hooks is not None:
-                    text = await stream_hooks.on_delta(text, "".join(parts))
-                if not text:
-                    continue
-                parts.append(text)
-                if not holding:
-                    if prefix and not tour.data.get("prefill_sent"):
-                        text = prefix + text
-                    tour.data["prefill_sent"] = True
-                    tour.events.emit("delta", {"text": text})
-            elif isinstance(event, ToolCall):
-                call = {"id": event.id, "name": event.name, "arguments": event.arguments}
-                step.tool_calls.append(call)
-                if not holding:
-                    tour.events.emit("tool_call", dict(call))
-            elif isinstance(event, ReasoningDelta):
-                reasoning.append(event.text)
-            elif isinstance(event, Finish):
-                step.finish_reason = event.finish_reason
-                if event.usage is not None:
-                    step.usage = {
-                        "prompt_tokens": event.usage.prompt_tokens,
-                        "completion_tokens": event.usage.completion_tokens,
-                        "total_tokens": event.usage.total_tokens,
-                    }
-                if event.model:
-                    tour.data["model"] = event.model
+        events = tour.data.pop("events_iter")
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    text = event.text
+                    if stream_hooks is not None:
+                        text = await stream_hooks.feed(text)
+                    if not text:
+                        continue
+                    parts.append(text)
+                    if not holding:
+                        if prefix and not tour.data.get("prefill_sent"):
+                            text = prefix + text
+                        tour.data["prefill_sent"] = True
+                        tour.events.emit("delta", {"text": text})
+                elif isinstance(event, ToolCall):
+                    call = {"id": event.id, "name": event.name, "arguments": event.arguments}
+                    step.tool_calls.append(call)
+                    if not holding:
+                        tour.events.emit("tool_call", dict(call))
+                elif isinstance(event, ReasoningDelta):
+                    reasoning.append(event.text)
+                elif isinstance(event, Finish):
+                    step.finish_reason = event.finish_reason
+                    if event.usage is not None:
+                        step.usage = {
+                            "prompt_tokens": event.usage.prompt_tokens,
+                            "completion_tokens": event.usage.completion_tokens,
+                            "total_tokens": event.usage.total_tokens,
+                        }
+                    if event.model:
+                        tour.data["model"] = event.model
+        if stream_hooks is not None:
+            from evacore.plugins.host import note_records
+
+            note_records(tour, "stream", stream_hooks.finish())
         if prefix and not holding and not tour.data.get("prefill_sent"):
             tour.data["prefill_sent"] = True
             tour.events.emit("delta", {"text": prefix})

@@ -1,0 +1,138 @@
+"""The plugin host of a running core: discovery at start, stored state, and the pipeline's
+entry points to the dispatcher (stage 8 interceptors, stage 13 post-processing and streaming).
+
+Must not: implement the hook contract (dispatch.py alone does) or build prompts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import Counter
+from sqlalchemy import select
+
+from evacore.logs import get_logger
+from evacore.plugins.context import CtxBase
+from evacore.plugins.manager import PluginManager
+from evacore.store.tables import PluginRecord
+
+if TYPE_CHECKING:
+    from evacore.core import Core
+    from evacore.pipeline.tour import Tour
+
+log = get_logger(__name__)
+
+PLUGIN_FAILURES = Counter(
+    "evacore_plugin_failures_total", "Plugin hook failures (errors, timeouts, rejections).",
+    ["plugin", "hook", "kind"],
+)
+
+
+class PluginHost:
+    def __init__(self, core: Core, manager: PluginManager) -> None:
+        self.core = core
+        self.manager = manager
+        self._dirty: set[str] = set()
+        manager.on_change = lambda name, _state: self._dirty.add(name)
+        manager.on_failure = self._failed
+
+    def _failed(self, plugin: str, hook: str, kind: str) -> None:
+        PLUGIN_FAILURES.labels(plugin, hook, kind).inc()
+        self._dirty.add(plugin)
+
+    @property
+    def dispatcher(self) -> Any:
+        return self.manager.dispatcher
+
+    def ctx_base(self, tour: Tour) -> CtxBase:
+        base = tour.data.get("plugin_ctx")
+        if base is None:
+            input_ids = frozenset(el.id for el in tour.prompt if el.kind == "input")
+            base = CtxBase(
+                tour_id=tour.id, chat_id=tour.chat_id, env=dict(tour.env), abort=tour.abort,
+                expand_macros=tour.data.get("expand"), editable_protected=input_ids,
+            )
+            tour.data["plugin_ctx"] = base
+        return base
+
+    async def postprocess(self, core: Core, tour: Tour, text: str) -> str:
+        if not self.manager.hooks("postprocess"):
+            return text
+        text, records = await self.dispatcher.run_postprocess(text, ctx_base=self.ctx_base(tour))
+        note_records(tour, "postprocess", records)
+        return text
+
+    def stream_hooks(self, tour: Tour) -> Any:
+        if not self.manager.hooks("stream"):
+            return None
+        hooks = self.dispatcher.stream_hooks(self.ctx_base(tour))
+        return hooks if hooks.active else None
+
+    async def persist(self, session: Any, names: set[str] | None = None) -> None:
+        """Write the state of changed plugins (enabled, permissions, settings, failures)."""
+        snapshot = self.manager.state_snapshot()
+        names = set(self._dirty if names is None else names)
+        self._dirty -= names
+        for name in names:
+            if name not in snapshot:
+                continue
+            row = await session.get(PluginRecord, name)
+            if row is None:
+                session.add(PluginRecord(name=name, state=snapshot[name]))
+            else:
+                row.state = snapshot[name]
+
+    async def save_hook(self, session: Any, tour: Tour) -> None:
+        if self._dirty:
+            await self.persist(session)
+
+
+def note_records(tour: Tour, stage: str, records: list[Any]) -> None:
+    """Hook records (applied, skipped with the reason, failed) into the tour's diagnostics."""
+    if not records:
+        return
+    out = tour.diagnostics.setdefault("plugins", [])
+    for r in records:
+        entry = {"stage": stage, "plugin": r.plugin, **r.to_dict()}
+        if r.changes:
+            entry["changes"] = r.changes.to_json()
+        out.append(entry)
+
+
+async def install_plugins(core: Core) -> None:
+    manager = PluginManager.from_discovery(core.settings.plugins_dir)
+    async with core.session() as s:
+        rows = (await s.scalars(select(PluginRecord))).all()
+    for warning in manager.load_state({r.name: r.state or {} for r in rows}):
+        log.warning("plugins.state", warning=warning)
+    host = PluginHost(core, manager)
+    core.services["plugins"] = host
+    core.services.setdefault("save_hooks", []).append(host.save_hook)
+    _register_extensions(core, host)
+
+
+def _register_extensions(core: Core, host: PluginHost) -> None:
+    """Plugin macros into the macro engine, plugin tools into the tool registry."""
+    from evacore.agent.registry import Tool, ToolContext
+    from evacore.agent.setup import base_registry
+    from evacore.pipeline.stages.macros import macro_engine
+
+    engine = macro_engine(core)
+    for name, fn in host.dispatcher.macro_functions().items():
+        engine.register(name, fn, description=f"plugin macro {name}")
+    registry = base_registry(core)
+    for name, spec in host.manager.tools().items():
+
+        async def handler(args: dict[str, Any], ctx: ToolContext, _name: str = name) -> str:
+            tour = ctx.services.get("tour")
+            base = host.ctx_base(tour) if tour is not None else CtxBase(
+                tour_id=ctx.tour_id, chat_id=ctx.chat_id, env={f: True for f in ctx.env},
+                abort=ctx.abort)
+            return await host.dispatcher.run_tool(_name, args, ctx_base=base)
+
+        if registry.get(name) is None:
+            registry.register(Tool(
+                name=name, description=spec.description, parameters=spec.parameters,
+                handler=handler, roles=frozenset({"master", "trusted", "guest"}), kind="plugin",
+                timeout=None,
+            ))

@@ -1,0 +1,44 @@
+"""`/v1/plugins` (master): list plugins with state, capabilities, permissions and failures;
+`PATCH` enables/disables, grants permissions and edits settings (validated).
+
+Must not: run hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from evacore.server.auth import Master
+from evacore.server.deps import CoreDep, SessionDep
+
+router = APIRouter(tags=["plugins"])
+
+
+class PluginPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool | None = None
+    permissions: list[str] | None = Field(default=None, max_length=32)
+    settings: dict[str, Any] | None = None
+
+
+@router.get("/plugins")
+async def list_plugins(_: Master, core: CoreDep) -> dict[str, Any]:
+    return {"plugins": core.services["plugins"].manager.list()}
+
+
+@router.get("/plugins/{name}")
+async def get_plugin(name: str, _: Master, core: CoreDep) -> dict[str, Any]:
+    return core.services["plugins"].manager.describe(name)
+
+
+@router.patch("/plugins/{name}")
+async def patch_plugin(name: str, body: PluginPatch, _: Master, core: CoreDep,
+                       session: SessionDep) -> dict[str, Any]:
+    host = core.services["plugins"]
+    host.manager.update(name, enabled=body.enabled, permissions=body.permissions,
+                        settings=body.settings)
+    await host.persist(session, {name})
+    return host.manager.describe(name)

@@ -1,0 +1,128 @@
+"""R3, R2.15: real plugin files run in a tour; the change log shows per-hook changes; the budget
+is re-applied after interceptors; permissions are granted over the API."""
+
+from __future__ import annotations
+
+import textwrap
+
+import httpx
+import pytest
+
+from evacore.config import Settings
+from evacore.core import start_core
+from tests.conftest import wipe
+
+PLUGIN_A = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="shouter", version="1.0")
+
+@plugin.interceptor(priority=10, capabilities=["prompt:write"])
+async def add_note(ctx):
+    ctx.messages.insert(0, {"id": "shout", "role": "system", "content": "SPEAK LOUDLY"})
+
+@plugin.postprocess(priority=10, capabilities=["response:write"])
+async def upper(ctx):
+    ctx.text = ctx.text.upper()
+'''
+
+PLUGIN_B = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="padder", version="1.0")
+
+@plugin.interceptor(priority=20, capabilities=["prompt:write"])
+async def inflate(ctx):
+    for m in ctx.messages:
+        if m["id"].startswith("history:") and not m["protected"]:
+            m["content"] = m["content"] + (" padding" * 400)
+'''
+
+PLUGIN_C = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="reader", version="1.0")
+
+@plugin.interceptor(priority=30, capabilities=["prompt:read"])
+async def sneaky(ctx):
+    ctx.messages[0]["content"] = "changed by a read-only hook"
+'''
+
+
+@pytest.fixture
+async def plugin_client(settings: Settings):
+    from evacore.server.app import create_app
+
+    plugins = settings.data_dir / "plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    (plugins / "shouter.py").write_text(textwrap.dedent(PLUGIN_A))
+    (plugins / "padder.py").write_text(textwrap.dedent(PLUGIN_B))
+    (plugins / "reader.py").write_text(textwrap.dedent(PLUGIN_C))
+    await wipe(settings.db_url)
+    core = await start_core(settings)
+    app = create_app(core=core)
+    from tests.conftest import MASTER_TOKEN
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t", timeout=30,
+                                 headers={"Authorization": f"Bearer {MASTER_TOKEN}"}) as c:
+        yield c
+    await core.aclose()
+
+
+async def test_r3_4_plugins_wait_for_permission_then_run_and_log(plugin_client) -> None:
+    c = plugin_client
+    listed = {p["name"]: p for p in (await c.get("/v1/plugins")).json()["plugins"]}
+    assert {"shouter", "padder", "reader", "regex_scripts"} <= set(listed)
+    assert listed["shouter"]["permissions"] == []
+    chat = (await c.post("/v1/chats", json={})).json()
+    r = await c.post(f"/v1/chats/{chat['id']}/generate",
+                     json={"message": {"content": "hello"}, "stream": False})
+    tour = (await c.get(f"/v1/tours/{r.json()['tour_id']}")).json()
+    skipped = [p for p in tour["diagnostics"]["plugins"] if p["outcome"] == "skipped"]
+    assert any("permission not granted" in (p.get("reason") or "") for p in skipped)
+    assert r.json()["content"] != r.json()["content"].upper()
+
+    for name, perms in (("shouter", ["prompt:write", "response:write"]),
+                        ("reader", ["prompt:read"])):
+        p = await c.patch(f"/v1/plugins/{name}", json={"enabled": True, "permissions": perms})
+        assert p.status_code == 200, p.text
+    bad = await c.patch("/v1/plugins/shouter", json={"permissions": ["root"]})
+    assert bad.status_code == 422
+    r = await c.post(f"/v1/chats/{chat['id']}/generate",
+                     json={"message": {"content": "again"}, "stream": False})
+    body = r.json()
+    assert body["content"] == body["content"].upper()
+    tour = (await c.get(f"/v1/tours/{body['tour_id']}")).json()
+    d = tour["diagnostics"]
+    records = {(p["plugin"], p["outcome"]) for p in d["plugins"]}
+    assert ("shouter", "applied") in records and ("reader", "rejected") in records
+    applied = next(p for p in d["plugins"] if p["plugin"] == "shouter" and p["stage"] ==
+                   "interceptors")
+    assert "shout" in str(applied["changes"])
+    sent = d["requests"][0]["body"]["messages"]
+    assert sent[0]["content"] == "SPEAK LOUDLY"
+    assert all(m["content"] != "changed by a read-only hook" for m in sent)
+    ours = [h for h in d["plugin_order"]["interceptor"] if not h.startswith("regex_scripts")]
+    assert ours == ["shouter.add_note", "padder.inflate", "reader.sneaky"]
+    saved = (await c.get(f"/v1/chats/{chat['id']}/messages")).json()["messages"][-1]
+    assert saved["content"] == body["content"]
+
+
+async def test_r2_1_stage8_budget_reapplied_after_an_inflating_interceptor(plugin_client) -> None:
+    c = plugin_client
+    conn = (await c.post("/v1/connections", json={
+        "name": "small", "kind": "mock", "context_size": 1200, "max_tokens": 200})).json()
+    chat = (await c.post("/v1/chats", json={"connection_id": conn["id"]})).json()
+    for i in range(6):
+        await c.post(f"/v1/chats/{chat['id']}/messages",
+                     json={"role": "user" if i % 2 == 0 else "assistant",
+                           "content": f"message {i}"})
+    await c.patch("/v1/plugins/padder", json={"permissions": ["prompt:write"]})
+    r = await c.post(f"/v1/chats/{chat['id']}/generate",
+                     json={"message": {"content": "and now?"}, "stream": False})
+    assert r.status_code == 200, r.text
+    d = (await c.get(f"/v1/tours/{r.json()['tour_id']}")).json()["diagnostics"]
+    removed = d["shift"].get("removed_after_interceptors")
+    assert removed, "the inflated history should have been cut back"
+    sent = d["requests"][0]["body"]["messages"]
+    assert sent[-1]["content"] == "and now?"
+    total_chars = sum(len(str(m["content"])) for m in sent)
+    assert total_chars / 3.35 < 1000
