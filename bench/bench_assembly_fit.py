@@ -1,5 +1,5 @@
 """Benchmark context fitting: 1,000 vs 100,000 history messages when the caller streams
-history newest-first through `newest_that_fit`, so the cost follows the kept messages.
+history newest-first through `select_history`, so the cost follows the kept messages.
 
 Must not: count tokens or touch storage; items arrive counted, as stage 6 hands them over.
 """
@@ -11,7 +11,7 @@ import statistics
 import time
 from typing import Any
 
-from evacore.shift import FitAnchor, FitItem, fit, newest_that_fit
+from evacore.shift import FitAnchor, FitItem, fit, select_history
 
 BUDGET = 16_000
 TARGET_MS = 5.0
@@ -43,7 +43,7 @@ def _sample(history: list[FitItem], fixed: list[FitItem], anchor: FitAnchor | No
             select: bool) -> tuple[float, FitAnchor]:
     start = time.perf_counter()
     room = BUDGET - sum(i.tokens for i in fixed)
-    candidates = newest_that_fit(reversed(history), room) if select else history
+    candidates = select_history(reversed(history), room, anchor) if select else history
     result = fit([*fixed, *candidates], BUDGET, anchor=anchor)
     return (time.perf_counter() - start) * 1000, result.anchor
 
@@ -56,7 +56,8 @@ def _p50(n: int, repeats: int, select: bool) -> tuple[float, int]:
     for _ in range(repeats):
         elapsed, anchor = _sample(history, fixed, anchor, select)
         samples.append(elapsed)
-    kept = len(newest_that_fit(reversed(history), BUDGET - sum(i.tokens for i in fixed)))
+    kept = len(fit([*fixed, *select_history(reversed(history), BUDGET, anchor)], BUDGET,
+                   anchor=anchor).kept_ids) - len(fixed)
     return statistics.median(samples), kept
 
 
@@ -75,7 +76,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
          "note": f"budget {BUDGET}, {kept_small} messages kept of 1,000"},
         {"bench": "assembly_fit", "metric": "fit_100k_history_p50_ms", "value": round(large, 4),
          "unit": "ms", "target": f"< {TARGET_MS:g} ms", "met": large < TARGET_MS,
-         "note": f"{note}; history streamed newest-first through newest_that_fit"},
+         "note": f"{note}; history streamed newest-first through select_history"},
         {"bench": "assembly_fit", "metric": "fit_100k_over_1k_ratio", "value": round(ratio, 3),
          "unit": "x", "target": f"<= {TARGET_RATIO:g}", "met": ratio <= TARGET_RATIO,
          "note": "flat = cost follows kept messages, not chat length"},

@@ -5,7 +5,7 @@ Must not: import the pipeline, count tokens or persist the anchor (the caller do
 """
 
 from evacore.shift.fit import DEFAULT_CHUNK, FitAnchor, FitItem, FitResult, Removed, fit
-from evacore.shift.window import newest_that_fit
+from evacore.shift.window import select_history
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -14,5 +14,5 @@ __all__ = [
     "FitResult",
     "Removed",
     "fit",
-    "newest_that_fit",
+    "select_history",
 ]

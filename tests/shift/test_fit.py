@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evacore.errors import ContextOverflow
-from evacore.shift import FitAnchor, FitItem, fit, newest_that_fit
+from evacore.shift import FitAnchor, FitItem, fit, select_history
 
 
 def history(n: int, tokens: int = 100, start: int = 0, order0: int = 10) -> list[FitItem]:
@@ -131,18 +131,27 @@ def test_r2_7_small_room_halves_the_headroom_instead_of_dropping_all_history() -
     assert kept_history and result.total_tokens <= 1750
 
 
-def test_r2_7_newest_that_fit_stops_at_room_and_keeps_groups() -> None:
+def test_r2_7_select_history_passes_one_overflowing_item_and_keeps_groups() -> None:
     items = history(10)
-    picked = newest_that_fit(reversed(items), 450)
-    assert [i.id for i in picked] == ["h6", "h7", "h8", "h9"]
+    picked = select_history(reversed(items), 450)
+    # h6..h9 fit (400); h5 is the first past the room, so fit can see the overflow
+    assert [i.id for i in picked] == ["h5", "h6", "h7", "h8", "h9"]
     grouped = [FitItem("a", 100, "history", group="g", history_index=0),
                FitItem("b", 100, "history", group="g", history_index=1),
-               FitItem("c", 100, "history", history_index=2)]
-    picked = newest_that_fit(reversed(grouped), 250)
-    assert [i.id for i in picked] == ["a", "b", "c"]  # completes the group
+               FitItem("c", 100, "history", history_index=2),
+               FitItem("d", 100, "history", history_index=3)]
+    picked = select_history(reversed(grouped), 250)
+    assert [i.id for i in picked] == ["a", "b", "c", "d"]  # b overflows, a completes the group
 
 
-def test_r2_7_newest_that_fit_reads_only_what_it_needs() -> None:
+def test_r2_7_select_history_takes_the_whole_window() -> None:
+    items = history(30)
+    picked = select_history(reversed(items), 500, FitAnchor(window_start=12))
+    # the window h12..h29 (1800 tokens) goes in whole, then one item past the room
+    assert [i.id for i in picked] == [f"h{i}" for i in range(11, 30)]
+
+
+def test_r2_7_select_history_reads_only_what_it_needs() -> None:
     consumed = 0
 
     def stream():  # a 100k-message chat, newest first
@@ -151,5 +160,21 @@ def test_r2_7_newest_that_fit_reads_only_what_it_needs() -> None:
             consumed += 1
             yield FitItem(f"h{i}", 100, "history", history_index=i, order=i)
 
-    picked = newest_that_fit(stream(), 5_000)
-    assert len(picked) == 50 and consumed == 51
+    picked = select_history(stream(), 5_000)
+    assert len(picked) == 51 and consumed == 52
+
+
+def test_r2_7_selection_then_fit_cuts_in_chunks() -> None:
+    """With the selection in front, the prefix still survives several turns."""
+    fixed = base()
+    chat = history(40)
+    anchor = None
+    firsts = []
+    for turn in range(12):
+        chat.append(FitItem(f"n{turn}", 100, "history", order=100 + turn,
+                            history_index=40 + turn))
+        candidates = select_history(reversed(chat), 2000 - 350, anchor)
+        result = fit([*fixed, *candidates], 2000, chunk=0.3, anchor=anchor)
+        anchor = result.anchor
+        firsts.append(next(i for i in result.kept_ids if i[0] in "hn"))
+    assert len(set(firsts)) <= 3  # a cut every ~6 turns, not every turn

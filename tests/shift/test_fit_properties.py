@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evacore.errors import ContextOverflow
-from evacore.shift import FitAnchor, FitItem, fit
+from evacore.shift import FitAnchor, FitItem, fit, select_history
 
 KINDS = ["system", "card", "persona", "examples", "lore", "memory", "retrieval", "history",
          "authors_note", "input", "post_history", "other"]
@@ -106,7 +106,10 @@ def simulate(turns: int, budget: int, chunk: float, seed: int) -> tuple[float, i
         lore = [FitItem(f"lore{turn}", rng.randint(0, 300), "lore", order=5)]
         user_input = FitItem("input", rng.randint(10, 200), "input", protected=True,
                              order=10**9)
-        result = fit([*fixed, *lore, *chat, user_input], budget, chunk=chunk, anchor=anchor)
+        others = [*fixed, *lore, user_input]
+        room = budget - sum(i.tokens for i in others)
+        candidates = select_history(reversed(chat), room, anchor)  # as the pipeline does
+        result = fit([*others, *candidates], budget, chunk=chunk, anchor=anchor)
         anchor = result.anchor
         kept_history = [i for i in result.kept_ids if i.startswith("m")]
         firsts.append(kept_history[0])

@@ -89,13 +89,15 @@ def test_r2_6_model_name_picks_profile(model: str | None, spec: str) -> None:
 def test_r2_6_auto_falls_back_to_heuristic_when_unavailable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from evacore.tokenize import _vocab, local
+    from evacore.errors import InvalidInput
+    from evacore.tokenize import registry
 
-    monkeypatch.setattr(_vocab, "quicktok_data", lambda: None)
-    local.tiktoken_profile.cache_clear()
-    try:
-        assert get_profile(None, model="gpt-4o").name == "heuristic"
-    finally:
-        local.tiktoken_profile.cache_clear()
+    def missing(encoding: str, prefix: str = "tiktoken") -> None:
+        raise InvalidInput("no vocab file (quicktok-v1 not installed)")
+
+    monkeypatch.setattr(registry, "tiktoken_profile", missing)
+    assert get_profile(None, model="gpt-4o").name == "heuristic"
+    with pytest.raises(InvalidInput):
+        get_profile("tiktoken:o200k_base")  # an explicit spec is not silently replaced
     assert get_profile(None, model="unknown-model").name == "heuristic"
     assert get_profile("", model=None).name == "heuristic"
