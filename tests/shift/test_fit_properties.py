@@ -129,3 +129,37 @@ def test_r2_7_prefix_survives_several_turns_k_at_least_5() -> None:
     # dropping one message per turn (no chunk) changes the prefix almost every turn
     k_naive = simulate(200, 8000, 0, 0)[0]
     assert k_naive < 2 < k
+
+
+@st.composite
+def chats(draw: st.DrawFn) -> tuple[list[FitItem], list[FitItem], int, FitAnchor | None]:
+    fixed = [FitItem("sys", draw(st.integers(0, 800)), "system", protected=True, order=0),
+             FitItem("lore", draw(st.integers(0, 400)), "lore", order=1),
+             FitItem("input", draw(st.integers(0, 200)), "input", protected=True, order=10**9)]
+    chat: list[FitItem] = []
+    for i in range(draw(st.integers(0, 60))):
+        # consecutive messages may form a tool group (call + results)
+        previous = chat[-1].group if chat else None
+        group = previous if previous and draw(st.booleans()) else (
+            f"t{i}" if draw(st.integers(0, 4)) == 0 else None)
+        chat.append(FitItem(f"m{i}", draw(st.integers(1, 400)), "history", group=group,
+                            order=10 + i, history_index=i))
+    budget = draw(st.integers(1400, 6000))
+    anchor = draw(st.one_of(st.none(), st.builds(FitAnchor, st.integers(0, 60))))
+    return fixed, chat, budget, anchor
+
+
+@settings(max_examples=100, deadline=None)
+@given(chats())
+def test_r2_7_selection_keeps_what_fitting_everything_keeps(
+    case: tuple[list[FitItem], list[FitItem], int, FitAnchor | None],
+) -> None:
+    """Passing only `select_history` gives the same prompt and anchor as passing it all."""
+    fixed, chat, budget, anchor = case
+    room = budget - sum(i.tokens for i in fixed)
+    full = fit([*fixed, *chat], budget, anchor=anchor)
+    selected = fit([*fixed, *select_history(reversed(chat), room, anchor)], budget,
+                   anchor=anchor)
+    assert selected.kept_ids == full.kept_ids
+    assert selected.anchor == full.anchor
+    assert selected.total_tokens == full.total_tokens
