@@ -103,6 +103,8 @@ class Instruct:
         char = tour.data["character"].get("name") or "Assistant"
         prefill = tour.params.get("prefill", conn.get("prefill") or "")
         prefill = tour.data["expand"](prefill) if prefill else ""
+        # The client already has the text being continued: it sees only the new prefill.
+        tour.data["prefill_client"] = prefill
         if tour.mode == "continue":
             prefill = tour.data.get("continue_text", "") + prefill
         tour.data["prefill"] = prefill

@@ -28,9 +28,11 @@ class Streaming:
         stream_hooks = host.stream_hooks(tour) if host is not None else None
         parts: list[str] = []
         tour.data["partial"] = parts
-        prefix = tour.data.get("prefill", "") if not tour.data.get("prefill_sent") else ""
-        if prefix:
-            parts.append(prefix)
+        sent = tour.data.get("prefill_sent")
+        stored_prefix = tour.data.get("prefill", "") if not sent else ""
+        prefix = tour.data.get("prefill_client", stored_prefix) if not sent else ""
+        if stored_prefix:
+            parts.append(stored_prefix)
         reasoning: list[str] = []
         events = tour.data.pop("events_iter")
         async with contextlib.aclosing(events):
