@@ -118,33 +118,34 @@ def _store(env: MacroEnv, scope: str) -> dict[str, Any]:
 
 def _bind(scope: str) -> dict[str, tuple[Callable[..., str], int, int, str]]:
     def getvar(env: MacroEnv, name: str) -> str:
-        return get_var(_store(env, scope), name)
+        return get_var(_store(env, scope), name.strip())
 
-    def setvar(env: MacroEnv, name: str, value: str = "") -> str:
-        return set_var(_store(env, scope), name, value)
+    def setvar(env: MacroEnv, name: str, *value: str) -> str:
+        # a value may itself contain `::`; the parts are joined back
+        return set_var(_store(env, scope), name.strip(), "::".join(value))
 
-    def addvar(env: MacroEnv, name: str, value: str) -> str:
-        add_var(_store(env, scope), name, value)
+    def addvar(env: MacroEnv, name: str, *value: str) -> str:
+        add_var(_store(env, scope), name.strip(), "::".join(value))
         return ""
 
     def incvar(env: MacroEnv, name: str) -> str:
-        return js_string(add_var(_store(env, scope), name, "1"))
+        return js_string(add_var(_store(env, scope), name.strip(), "1"))
 
     def decvar(env: MacroEnv, name: str) -> str:
-        return js_string(add_var(_store(env, scope), name, "-1"))
+        return js_string(add_var(_store(env, scope), name.strip(), "-1"))
 
     def hasvar(env: MacroEnv, name: str) -> str:
-        return "true" if name in _store(env, scope) else "false"
+        return "true" if name.strip() in _store(env, scope) else "false"
 
     def deletevar(env: MacroEnv, name: str) -> str:
-        _store(env, scope).pop(name, None)
+        _store(env, scope).pop(name.strip(), None)
         return ""
 
     where = "global" if scope == "global" else "chat"
     return {
         "getvar": (getvar, 1, 1, f"Value of the {where} variable (numbers normalised); '' if unset."),
-        "setvar": (setvar, 1, 2, f"Set the {where} variable to the value; prints nothing."),
-        "addvar": (addvar, 2, 2, f"Add a number, push to a JSON array or append text to the {where} variable; prints nothing."),
+        "setvar": (setvar, 1, -1, f"Set the {where} variable to the value; prints nothing."),
+        "addvar": (addvar, 2, -1, f"Add a number, push to a JSON array or append text to the {where} variable; prints nothing."),
         "incvar": (incvar, 1, 1, f"Add 1 to the {where} variable and print the new value."),
         "decvar": (decvar, 1, 1, f"Subtract 1 from the {where} variable and print the new value."),
         "hasvar": (hasvar, 1, 1, f"'true' if the {where} variable exists, else 'false'."),
@@ -166,5 +167,6 @@ def register_variables(engine: MacroEngine) -> None:
             name = base[:-3] + infix + "var" if infix else base
             aliases = _ALIASES.get((scope, base), ())
             engine.register(
-                name, fn, description=description, min_args=lo, max_args=hi, aliases=aliases
+                name, fn, description=description, min_args=lo,
+                max_args=None if hi < 0 else hi, aliases=aliases,
             )

@@ -75,3 +75,12 @@ def test_r2_2_nested_variable_name(engine: MacroEngine) -> None:
     env = MacroEnv(user="Ann")
     out = engine.evaluate("{{setvar::mood_{{user}}::glad}}{{getvar::mood_Ann}}", env)
     assert out == "glad" and env.local_vars == {"mood_Ann": "glad"}
+
+
+def test_r2_2_values_may_contain_double_colons_and_names_are_trimmed(
+    engine: MacroEngine,
+) -> None:
+    env = MacroEnv()
+    out = engine.evaluate("{{setvar:: t ::12::30}}{{getvar::t}}|{{addvar::t::::x}}{{getvar:: t}}",
+                          env)
+    assert out == "12::30|12::30::x"
