@@ -25,3 +25,4 @@ async def install_services(core: Core) -> None:
     # Each package that offers services installs them here, one line each.
     from evacore.plugins.host import install_plugins; await install_plugins(core)  # noqa: E702
     await install_rules(core)
+    from evacore.lore.service import install_lore; await install_lore(core)  # noqa: E702

@@ -19,6 +19,8 @@ from evacore.server.routes import chats, connections, generate, health, tours, u
 from evacore.server.routes import characters, chat_io, personas, presets
 from evacore.server.routes import rules, stats
 from evacore.server.routes import plugins
+from evacore.server.routes import lorebooks
+from evacore.server.routes import settings as settings_routes
 
 log = get_logger(__name__)
 
@@ -36,6 +38,8 @@ ROUTERS = [
     personas.router,
     presets.router,
     chat_io.router,
+    lorebooks.router,
+    settings_routes.router,
     # One router per line.
 ]
 
