@@ -1,18 +1,22 @@
 """Stage 7, context shifting: fit the prompt into the token budget (R2.7).
 
-Must not: count tokens itself beyond asking stage 6's counter, or remove protected elements.
+Must not: count tokens itself (stage 6's counter does) or remove protected elements.
+The algorithm lives in `evacore.shift`; the persisted anchor (kept per chat) keeps the
+prompt's prefix byte-identical for several turns so providers' prompt caches keep hitting.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from evacore.errors import ContextOverflow
 from evacore.pipeline.stages.token_count import count_prompt
+from evacore.shift import FitAnchor, FitItem, fit
 
 if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.pipeline.tour import Tour
+
+_REMOVABLE = {"history", "lore", "retrieval", "examples"}
 
 
 def budget_of(tour: Tour) -> int:
@@ -20,33 +24,32 @@ def budget_of(tour: Tour) -> int:
     return int(conn["context_size"]) - int(conn["max_tokens"])
 
 
-def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[str, object]]:
-    budget = budget_of(tour)
-    total = count_prompt(core, tour)
-    removed: list[dict[str, object]] = []
-    order = ("history", "lore", "retrieval", "examples")
-    for kind in order:
-        if total <= budget:
-            break
-        groups: dict[str, list[str]] = {}
-        for el in tour.prompt:
-            if el.kind == kind and not el.protected:
-                groups.setdefault(el.group or el.id, []).append(el.id)
-        for _, ids in groups.items():
-            if total <= budget:
-                break
-            for element_id in ids:
-                el = tour.prompt.remove(element_id, reason=reason)
-                total -= el.tokens or 0
-                removed.append({"id": el.id, "kind": el.kind, "tokens": el.tokens})
-    if total > budget:
-        protected = sum(el.tokens or 0 for el in tour.prompt if el.protected)
-        raise ContextOverflow(
-            f"protected content needs {protected} tokens but the budget is {budget} "
-            f"(context {tour.data['connection']['context_size']} minus "
-            f"{tour.data['connection']['max_tokens']} reserved for the answer)",
-            protected_tokens=protected, budget=budget,
-        )
+def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[str, Any]]:
+    """Fit the prompt; removes what must go (recorded) and returns what was removed."""
+    count_prompt(core, tour)
+    state = tour.data["chat"]["state"]
+    anchor = FitAnchor.from_dict(state.get("fit_anchor"))
+    items = []
+    for i, el in enumerate(tour.prompt):
+        kind = el.kind if el.kind in _REMOVABLE or el.protected else "other"
+        if el.kind == "input":
+            kind = "input"
+        position = el.meta.get("position") if el.kind in ("history", "input") else None
+        items.append(FitItem(
+            id=el.id, tokens=int(el.tokens or 0), kind=kind, protected=el.protected,
+            group=el.group, order=i, priority=el.priority,
+            history_index=int(position) if position is not None else None,
+        ))
+    chunk = core.settings.context.shift_chunk
+    result = fit(items, budget_of(tour), chunk=chunk, anchor=anchor)
+    removed = []
+    for r in result.removed:
+        if r.id in tour.prompt:
+            tour.prompt.remove(r.id, reason=f"{reason}: {r.reason}")
+        removed.append({"id": r.id, "kind": r.kind, "tokens": r.tokens, "reason": r.reason})
+    state["fit_anchor"] = result.anchor.to_dict()
+    tour.diagnostics.setdefault("tokens", {}).update(
+        budget=budget_of(tour), fitted=result.total_tokens)
     return removed
 
 
@@ -56,4 +59,7 @@ class ContextShift:
 
     async def run(self, core: Core, tour: Tour) -> None:
         removed = fit_prompt(core, tour)
-        tour.diagnostics.setdefault("shift", {})["removed"] = removed
+        shift = tour.diagnostics.setdefault("shift", {})
+        shift["removed"] = removed
+        shift["history_loaded"] = tour.data.get("history_loaded")
+        shift["history_reached_start"] = tour.data.get("history_reached_start")
