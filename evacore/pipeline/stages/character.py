@@ -11,6 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from evacore.agent.results import DEFAULT_MAX_CHARS, prompt_result
 from evacore.pipeline.prompt import Element
 from evacore.store import chats as chat_store
 
@@ -35,6 +36,8 @@ DEFAULT_ORDER = (
 _START = re.compile(r"<START>", re.IGNORECASE)
 # History is read until its characters clearly exceed the budget (heuristic chars/token).
 _CHARS_PER_TOKEN_CEILING = 6.0
+UNANSWERED = "error: no result; the tour ended before this call finished"
+"""The prompt text of a stored call without a stored result (never stored itself)."""
 
 
 def split_examples(raw: str) -> list[str]:
@@ -125,8 +128,9 @@ class Character:
         expand = tour.data["expand"]
         user_message_id = tour.data.get("user_message_id")
         p = tour.prompt
+        max_chars = core.settings.context.tool_result_max_chars
         for m in reversed(newest_first):
-            for el in history_elements(m):
+            for el in history_elements(m, max_chars=max_chars):
                 if m.role == "user" and m.id == user_message_id:
                     el.kind, el.protected = "input", True
                     el.content = _with_text(el.content, tour.data["input_expanded"])
@@ -156,8 +160,13 @@ class Character:
             tour.prompt.insert_at_depth(int(note.get("depth", 4)), el)
 
 
-def history_elements(m: HistoryMessage) -> list[Element]:
-    """A stored message as prompt elements: tool steps replayed, grouped so they leave together."""
+def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -> list[Element]:
+    """A stored message as prompt elements: tool steps replayed, grouped so they leave together.
+
+    A stored tool result enters the prompt as R5.3 says (`(empty)` for "", cut to
+    `max_chars` with a note); a call the tour never answered (it was aborted mid-step) gets
+    an `error:` result, so every replayed call is followed by its result as providers require.
+    """
     group = f"msg:{m.id}"
     if m.role != "assistant":
         content: Any = m.content
@@ -184,11 +193,15 @@ def history_elements(m: HistoryMessage) -> list[Element]:
                         for c in calls],
             meta={"position": m.position},
         ))
-        for r in step.get("results") or []:
+        results = {r.get("id"): r for r in step.get("results") or []}
+        for c in calls:
+            stored = results.get(c["id"])
+            content = (prompt_result(str(stored.get("content") or ""), max_chars=max_chars)
+                       if stored is not None else UNANSWERED)
             out.append(Element(
-                id=f"history:{m.id}:result:{r['id']}", role="tool",
-                content=r.get("content", ""), source=f"history:{m.id}", kind="history",
-                group=group, tool_call_id=r["id"], meta={"position": m.position, "tool": True},
+                id=f"history:{m.id}:result:{c['id']}", role="tool",
+                content=content, source=f"history:{m.id}", kind="history",
+                group=group, tool_call_id=c["id"], meta={"position": m.position, "tool": True},
             ))
     if m.content or not out:
         out.append(Element(id=f"history:{m.id}", role="assistant", content=m.content,
