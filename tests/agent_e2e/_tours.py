@@ -6,6 +6,8 @@ Must not: touch the core's internals; everything goes through HTTP as a client w
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -73,3 +75,14 @@ def named(events: list[tuple[str, dict[str, Any]]], name: str) -> list[dict[str,
 def tool_messages(body: dict[str, Any]) -> dict[str, str]:
     """`tool_call_id` → content of the tool messages of one upstream request body."""
     return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """The events of a streaming response, each as soon as its frame has arrived."""
+    name: str | None = None
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: ") and name is not None:
+            yield name, json.loads(line[6:])
+            name = None

@@ -22,15 +22,16 @@ from tests.helpers import free_port
 
 
 @pytest.fixture
-def agent_settings() -> dict[str, Any]:
-    """`agent.*` settings of the core; a test module overrides this fixture to change them."""
-    return {}
+def agent_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """`agent.*` settings of the core: override this fixture in a module, or parametrize it
+    indirectly for one test."""
+    return dict(getattr(request, "param", {}))
 
 
 @pytest.fixture
-def context_settings() -> dict[str, Any]:
-    """`context.*` settings of the core; a test module overrides this fixture to change them."""
-    return {}
+def context_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """`context.*` settings of the core, set like `agent_settings`."""
+    return dict(getattr(request, "param", {}))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from evacore.agent.tools.client_ops import make_client_op_tools
 from evacore.domain.roles import ENV_FLAGS, env_for_role
 from evacore.errors import EvacoreError, InvalidInput
 from evacore.pipeline.tour import Tour
@@ -34,7 +35,8 @@ class MessageBody(BaseModel):
 
 
 class ClientOp(BaseModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,57}$")
     description: str = Field(default="", max_length=4000)
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
@@ -83,6 +85,8 @@ async def build_tour(core: Any, chat_id: str, body: GenerateIn, who: Any) -> Tou
             env.update(overrides)
     if body.mode == "normal" and not (body.message and (body.message.content or images)):
         raise InvalidInput("message.content is required in normal mode")
+    client_ops = [op.model_dump() for op in body.client_ops]
+    make_client_op_tools(client_ops)  # a malformed declaration is a 422 before the tour starts
     params = dict(body.params)
     if body.prefill is not None:
         params["prefill"] = body.prefill
@@ -91,7 +95,7 @@ async def build_tour(core: Any, chat_id: str, body: GenerateIn, who: Any) -> Tou
         env=env, env_overrides=overrides,
         input_text=body.message.content if body.message else "",
         input_images=images, params=params,
-        client_ops=[op.model_dump() for op in body.client_ops],
+        client_ops=client_ops,
     )
 
 

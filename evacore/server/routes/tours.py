@@ -52,9 +52,14 @@ class ClientOpResult(BaseModel):
 @router.post("/tours/{tour_id}/client-ops/{call_id}")
 async def client_op_result(tour_id: str, call_id: str, body: ClientOpResult, who: AnyUser,
                            core: CoreDep) -> dict[str, Any]:
+    """The client's answer to a `client_op` call: accepted once (200); a call that was
+    already answered or timed out gets 409; a call the tour never sent gets 404."""
     async with core.session() as s:
         await _visible(s, tour_id, who)
     broker = core.services.get("client_ops")
-    if broker is None or not broker.resolve(tour_id, call_id, body.content, body.error):
-        raise Conflict(f"no client op {call_id} is waiting in tour {tour_id}")
-    return {"tour_id": tour_id, "call_id": call_id, "accepted": True}
+    if broker is not None and broker.resolve(tour_id, call_id, body.content, body.error):
+        return {"tour_id": tour_id, "call_id": call_id, "accepted": True}
+    if broker is not None and broker.known(tour_id, call_id):
+        raise Conflict(f"client op {call_id} of tour {tour_id} was already answered or "
+                       "timed out")
+    raise NotFound(f"tour {tour_id} sent no client op {call_id}")
