@@ -66,6 +66,14 @@ def status_for(code: str) -> int:
     return _STATUS.get(code, 500)
 
 
+def step_limit(asked: Any, limit: int) -> int:
+    """A request's `params.max_steps`: a positive integer that may lower `agent.max_steps`
+    for this tour, never raise it (R5.1)."""
+    if not isinstance(asked, int) or isinstance(asked, bool) or asked < 1:
+        raise InvalidInput("params.max_steps must be a positive integer")
+    return min(asked, limit)
+
+
 async def build_tour(core: Any, chat_id: str, body: GenerateIn, who: Any) -> Tour:
     async with core.session() as s:
         chat = await owned_chat(s, chat_id, who)
@@ -88,6 +96,8 @@ async def build_tour(core: Any, chat_id: str, body: GenerateIn, who: Any) -> Tou
     client_ops = [op.model_dump() for op in body.client_ops]
     make_client_op_tools(client_ops)  # a malformed declaration is a 422 before the tour starts
     params = dict(body.params)
+    if "max_steps" in params:
+        params["max_steps"] = step_limit(params["max_steps"], core.settings.agent.max_steps)
     if body.prefill is not None:
         params["prefill"] = body.prefill
     return Tour(
