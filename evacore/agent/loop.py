@@ -49,6 +49,7 @@ async def run_steps(core: Core, tour: Tour) -> None:
         verdict = rules.check_answer(step.text) if rules is not None else None
         if verdict is not None and verdict.action == "discard":
             step.discarded = True
+            tour.data["partial"] = []  # an abort before the retry streams must not save it
             tour.diagnostics.setdefault("discarded", []).append(
                 {"step": step.index, "rule": verdict.rule.name if verdict.rule else None}
             )
