@@ -5,6 +5,7 @@ Must not: decide generation modes or build prompts; it stores and reads what the
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,8 @@ class HistoryMessage:
     hidden: bool = False
     variant_id: str | None = None
     created_at: Any = None
+    resolved: bool = False
+    """The text is the input as a tour resolved its macros (not to be evaluated again)."""
 
 
 async def get_chat(session: AsyncSession, chat_id: str, *, lock: bool = False) -> Chat:
@@ -148,9 +151,30 @@ async def history_newest_first(
                 hidden=m.hidden,
                 variant_id=v.id if v is not None else None,
                 created_at=m.created_at,
+                resolved=v is None and _is_resolved(m),
             )
         )
     return out
+
+
+def _text_mark(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _is_resolved(m: Message) -> bool:
+    mark = (m.extra or {}).get("resolved")
+    return mark is not None and mark == _text_mark(m.content)
+
+
+async def store_resolved_text(session: AsyncSession, message_id: str, text: str) -> None:
+    """Replace a message's text by its macro-resolved form, keeping the text as written in
+    `extra["raw_content"]`. The mark follows the text: an edited message is not resolved."""
+    msg = await session.get(Message, message_id)
+    if msg is None:
+        return
+    raw = msg.content
+    msg.content = text
+    msg.extra = {**(msg.extra or {}), "raw_content": raw, "resolved": _text_mark(text)}
 
 
 async def list_messages(

@@ -46,9 +46,16 @@ def split_examples(raw: str) -> list[str]:
     return [b.strip() for b in _START.split(text) if b.strip()]
 
 
+_ORIGINAL = re.compile(r"\{\{original\}\}", re.IGNORECASE)
+
+
 def with_original(text: str, original: str) -> str:
-    """`{{original}}` in a card's system prompt or post-history instructions (R2.3)."""
-    return re.sub(r"\{\{original\}\}", lambda _: original, text, flags=re.IGNORECASE)
+    """`{{original}}` in a card's system prompt or post-history instructions (R2.3): the
+    first occurrence inserts the default, later ones insert nothing (as in SillyTavern)."""
+    parts = _ORIGINAL.split(text)
+    if len(parts) == 1:
+        return text
+    return parts[0] + original + "".join(parts[1:])
 
 
 class Character:
@@ -134,7 +141,7 @@ class Character:
                 if m.role == "user" and m.id == user_message_id:
                     el.kind, el.protected = "input", True
                     el.content = _with_text(el.content, tour.data["input_expanded"])
-                elif m.role == "user":
+                elif m.role == "user" and not m.resolved:
                     el.content = _with_text(el.content, expand(el.text))
                 p.append(el)
 

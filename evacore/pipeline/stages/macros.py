@@ -78,6 +78,12 @@ class Macros:
         tour.data["global_vars_before"] = dict(global_vars)
         tour.data["expand"] = lambda text: engine.evaluate(text, env) if text else text
         tour.data["input_expanded"] = tour.data["expand"](tour.input_text)
+        message_id = tour.data.get("user_message_id")
+        if message_id and tour.data["input_expanded"] != tour.input_text:
+            # Stored as resolved (as SillyTavern stores a sent message): a later tour must not
+            # run its `{{setvar}}`/`{{incvar}}`/`{{random}}` again when it replays history.
+            async with core.session() as s:
+                await chat_store.store_resolved_text(s, message_id, tour.data["input_expanded"])
 
 
 def _idle_since(visible: list[Any]) -> Any:

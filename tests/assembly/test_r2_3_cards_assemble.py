@@ -1,0 +1,194 @@
+"""R2.3, R2.9: the fixture cards assemble into the expected prompt elements through real
+tours: ids, order and text in chat mode, greetings as variants, and the ChatML text prompt."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.assembly._helpers import (
+    AQUA,
+    CARDS,
+    added_by,
+    card_of,
+    chat,
+    connection,
+    import_card,
+    messages,
+    persona,
+    send,
+    tour,
+)
+
+USER = "Robin"
+PERSONA_TEXT = "{{user}} walks the old roads."
+POST_DEFAULT = "Reply as {{char}} only."
+
+
+def resolve(text: str, char: str) -> str:
+    """The fixture cards use no macros but `{{char}}` and `{{user}}`."""
+    return text.replace("{{char}}", char).replace("{{user}}", USER)
+
+
+def example_blocks(raw: str) -> list[str]:
+    """Blocks as SillyTavern splits them (CRLF line ends normalised)."""
+    raw = raw.replace("\r\n", "\n")
+    return [b.strip() for b in re.split(r"<START>", raw, flags=re.I) if b.strip()]
+
+
+def is_subsequence(wanted: list[Any], seq: list[Any]) -> bool:
+    it = iter(seq)
+    return all(any(w == s for s in it) for w in wanted)
+
+
+async def test_r2_3_fixture_cards_assemble_in_chat_mode(client: httpx.AsyncClient) -> None:
+    persona_id = await persona(client, USER, PERSONA_TEXT)
+    conn = await connection(client, params={"post_history": POST_DEFAULT})
+    files = sorted(p.name for p in CARDS.glob("*.png"))
+    assert len(files) == 6
+    for filename in files:
+        data = card_of(filename).data
+        name = data["name"]
+        chat_id = await chat(client, conn, character_id=await import_card(client, filename),
+                             persona_id=persona_id)
+        greetings = [g for g in [data.get("first_mes") or "",
+                                 *(data.get("alternate_greetings") or [])] if g.strip()]
+        stored = await messages(client, chat_id)
+        if greetings:  # greeting and alternates are the first message's variants
+            first = stored[0]
+            assert first["role"] == "assistant", filename
+            assert [v["content"] for v in first["variants"]] == [resolve(g, name)
+                                                                for g in greetings]
+            assert first["active_variant"] == first["variants"][0]["id"]
+            assert first["content"] == resolve(greetings[0], name)
+        else:
+            assert stored == []
+
+        answer = await send(client, chat_id, "Hello {{char}}, I am {{user}}.")
+        diagnostics = (await tour(client, answer["tour_id"]))["diagnostics"]
+        stored = await messages(client, chat_id)
+        user_msg = next(m for m in stored if m["role"] == "user")
+        blocks = example_blocks(data.get("mes_example") or "")
+        history = [f"history:{m['id']}" for m in stored[: len(stored) - 1]]
+        assert added_by(diagnostics, "character") == [
+            "main", "persona", "card.description", "card.personality", "card.scenario",
+            *[f"examples:{i}" for i in range(len(blocks))], *history, "post_history",
+        ], filename
+        assert history[-1] == f"history:{user_msg['id']}"
+
+        expected: list[dict[str, str]] = [
+            {"role": "system", "content": f"Write {name}'s next reply in a fictional chat "
+                                          f"between {name} and {USER}."},
+            {"role": "system", "content": resolve(PERSONA_TEXT, name)},
+        ]
+        for key in ("description", "personality", "scenario"):
+            if (data.get(key) or "").strip():
+                expected.append({"role": "system", "content": resolve(data[key], name)})
+        expected += [{"role": "system", "content": resolve(b, name)} for b in blocks]
+        if greetings:
+            expected.append({"role": "assistant", "content": resolve(greetings[0], name)})
+        expected.append({"role": "user", "content": f"Hello {name}, I am {USER}."})
+        expected.append({"role": "system", "content": resolve(POST_DEFAULT, name)})
+
+        sent = [{"role": m["role"], "content": m["content"]}
+                for m in (await tour(client, answer["tour_id"]))["diagnostics"]["requests"][0]
+                ["body"]["messages"]]
+        inserted = len(added_by(diagnostics, "lorebook")) + len(added_by(diagnostics, "memory"))
+        assert sent[0] == expected[0] and sent[-1] == expected[-1], filename
+        assert len(sent) == len(expected) + inserted, filename
+        assert is_subsequence(expected, sent), filename
+        # the stored user message is the input as resolved for this tour
+        assert user_msg["content"] == f"Hello {name}, I am {USER}."
+
+
+async def test_r2_3_prompt_order_is_configurable(client: httpx.AsyncClient) -> None:
+    conn = await connection(client, params={"prompt_order": [
+        "history", "main", "description", "post_history"]})
+    character = await import_card(client, AQUA)
+    chat_id = await chat(client, conn, character_id=character)
+    answer = await send(client, chat_id, "hi")
+    diagnostics = (await tour(client, answer["tour_id"]))["diagnostics"]
+    added = added_by(diagnostics, "character")
+    assert [a.split(":")[0] for a in added] == ["history", "history", "main",
+                                               "card.description", "post_history"]
+    # the chat's own order wins over the connection's
+    r = await client.patch(f"/v1/chats/{chat_id}", json={"settings": {
+        "prompt_order": ["main", "scenario", "history"]}})
+    assert r.status_code == 200, r.text
+    answer = await send(client, chat_id, "again")
+    diagnostics = (await tour(client, answer["tour_id"]))["diagnostics"]
+    added = added_by(diagnostics, "character")
+    assert added[:2] == ["main", "card.scenario"]
+    assert all(a.startswith("history:") for a in added[2:]) and len(added) == 6
+
+
+async def _text_prompts(client: httpx.AsyncClient, fake: Any) -> list[str]:
+    """Aqua through two openai-text connections: ChatML, and ChatML with the Default
+    context (whose example separator is `***`); returns both sent prompts."""
+    persona_id = await persona(client, USER, PERSONA_TEXT)
+    character = await import_card(client, AQUA)
+    common = {"base_url": fake.base_url, "api_key": "k", "model": "fake-model",
+              "context_size": 8192, "max_tokens": 256}
+    prompts = []
+    for instruct in ("ChatML", {"preset": "ChatML", "context": "Default"}):
+        conn = await connection(client, "openai-text", instruct=instruct, **common)
+        chat_id = await chat(client, conn, character_id=character, persona_id=persona_id)
+        fake.script.reply("Hi there.")
+        answer = await send(client, chat_id, "Hello {{char}}")
+        body = (await tour(client, answer["tour_id"]))["diagnostics"]["requests"][0]["body"]
+        prompts.append(body["prompt"])
+    return prompts
+
+
+AQUA_DATA = card_of(AQUA).data
+STORY = (f"<|im_start|>system\nWrite Aqua's next reply in a fictional chat between Aqua and "
+         f"{USER}.\n{AQUA_DATA['description']}\nAqua's personality: {AQUA_DATA['personality']}\n"
+         f"Scenario: {AQUA_DATA['scenario']}\n{USER} walks the old roads.<|im_end|>\n")
+GREETING = f"<|im_start|>assistant\n{AQUA_DATA['first_mes']}<|im_end|>\n"
+ENDING = "<|im_start|>user\nHello Aqua<|im_end|>\n<|im_start|>assistant\n"
+
+
+def chatml_examples() -> list[str]:
+    """Aqua's example blocks as ChatML turns (user lines keep the speaker name, as the
+    bundled ChatML preset's `force` names behaviour shows it)."""
+    out = []
+    for block in example_blocks(AQUA_DATA["mes_example"]):
+        lines = []
+        for line in resolve(block, "Aqua").split("\n"):
+            if line.startswith(f"{USER}:"):
+                lines.append(f"<|im_start|>user\n{line}<|im_end|>\n")
+            elif line.startswith("Aqua:"):
+                lines.append(f"<|im_start|>assistant\n{line[len('Aqua:'):].strip()}"
+                             "<|im_end|>\n")
+        out.append("".join(lines))
+    return out
+
+
+async def test_r2_9_card_in_chatml_text_mode(client: httpx.AsyncClient,
+                                            openai_text_fake: Any) -> None:
+    plain, separated = await _text_prompts(client, openai_text_fake)
+    # the story string carries system prompt, description, personality, scenario, persona
+    assert plain.startswith(STORY)
+    # the chat: greeting, the input, then the open assistant turn
+    assert plain.endswith(GREETING + ENDING)
+    assert separated.endswith(GREETING + ENDING)
+    for key in ("description", "personality", "scenario"):
+        assert AQUA_DATA[key] in separated
+    assert "{{" not in plain and "{{" not in separated
+
+
+@pytest.mark.xfail(strict=True, reason="stage 9 formats example blocks and render_text formats "
+                   "them again: user lines nest sequences, assistant lines are lost")
+async def test_r2_9_examples_in_chatml_text_mode(client: httpx.AsyncClient,
+                                                openai_text_fake: Any) -> None:
+    plain, separated = await _text_prompts(client, openai_text_fake)
+    examples = chatml_examples()
+    assert len(examples) == 2 and all(e.count("<|im_start|>") == 4 - 2 * i
+                                      for i, e in enumerate(examples))
+    assert plain == STORY + "".join(examples) + GREETING + ENDING
+    # with the Default context each example block opens with the separator
+    for block in examples:
+        assert f"***\n{block}" in separated
