@@ -26,3 +26,4 @@ async def install_services(core: Core) -> None:
     from evacore.plugins.host import install_plugins; await install_plugins(core)  # noqa: E702
     await install_rules(core)
     from evacore.lore.service import install_lore; await install_lore(core)  # noqa: E702
+    from evacore.memory import install_memory; await install_memory(core)  # noqa: E702

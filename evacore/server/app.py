@@ -21,6 +21,7 @@ from evacore.server.routes import rules, stats
 from evacore.server.routes import plugins
 from evacore.server.routes import lorebooks
 from evacore.server.routes import settings as settings_routes
+from evacore.server.routes import memory
 
 log = get_logger(__name__)
 
@@ -40,6 +41,7 @@ ROUTERS = [
     chat_io.router,
     lorebooks.router,
     settings_routes.router,
+    memory.router,
     # One router per line.
 ]
 

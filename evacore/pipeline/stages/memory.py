@@ -1,15 +1,36 @@
-"""Stage 5, memory/RAG: insert memory blocks and retrieval results (R2.5).
+"""Stage 5, memory/RAG: insert the chat's memory blocks and the retrieval results (R2.5).
 
-Must not: implement search or ranking (memory/ does); this stage calls it and places results.
+Must not: implement search or ranking (memory/ does); this stage calls it and places results:
+blocks at their configured position (default right after the card), retrieval results after
+the history (before the final input), never in the system area, so the cached prefix holds.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
+
+from evacore.errors import Aborted
+from evacore.logs import get_logger
+from evacore.memory.blocks import ChatScopes, blocks_for_chat, render_block
+from evacore.memory.index import backfill, chat_keys
+from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
+from evacore.memory.ranking import Candidate, pack
+from evacore.memory.retrieve import Query, search
+from evacore.pipeline.prompt import Element
+from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text
+from evacore.store.settings import get_setting
 
 if TYPE_CHECKING:
     from evacore.core import Core
+    from evacore.memory.service import MemoryService
     from evacore.pipeline.tour import Tour
+    from evacore.store.tables import MemoryBlock
+
+log = get_logger(__name__)
+_AFTER_CARD = ("card.scenario", "card.personality", "card.description", "persona", "main")
+_BEFORE_CARD = ("card.description", "card.personality", "card.scenario")
+_FIELD = re.compile(r"\{(name|text)\}")
 
 
 class Memory:
@@ -17,4 +38,163 @@ class Memory:
     name = "memory"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        return None
+        service: MemoryService | None = core.services.get("memory")
+        if service is None:
+            return
+        chat = tour.data["chat"]
+        scopes = ChatScopes(tour.chat_id, chat.get("character_id"), chat.get("user_id"))
+        async with core.session() as s:
+            blocks = await blocks_for_chat(s, scopes)
+            instance = await get_setting(s, INSTANCE_KEY)
+        options, warning = merge_lenient(instance, (chat.get("settings") or {}).get("retrieval"))
+        tour.data["retrieval_options"] = options
+        diag = tour.diagnostics.setdefault("memory", {})
+        diag["blocks"] = insert_blocks(tour, blocks)
+        if not options.enabled:
+            diag["retrieval"] = {"enabled": False}
+            return
+        report: dict[str, Any] = {"enabled": True}
+        if warning:
+            report["warning"] = warning
+        diag["retrieval"] = report
+        try:
+            await _retrieve(core, service, tour, options, report)
+        except Aborted:
+            raise
+        except Exception as exc:  # noqa: BLE001 - retrieval adds to a prompt; it never sinks a tour
+            log.warning("memory.retrieval_failed", error=f"{type(exc).__name__}: {exc}")
+            report["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def insert_blocks(tour: Tour, blocks: list[MemoryBlock]) -> list[dict[str, Any]]:
+    """Place each block at its position; blocks sharing a position keep their order."""
+    expand = tour.data.get("expand") or (lambda text: text)
+    last_at: dict[str, str] = {}
+    out = []
+    for block in blocks:
+        el = Element(
+            id=f"memory:{block.id}", role=block.role or "system",
+            content=render_block(block, expand(block.content)),
+            source=f"memory:{block.scope_kind}:{block.scope_id}", kind="memory",
+            protected=bool(block.mandatory),
+            meta={"label": block.label, "scope": block.scope_kind},
+        )
+        _place_block(tour, el, block.position or "after_char", last_at)
+        out.append({"id": block.id, "label": block.label, "scope": block.scope_kind,
+                    "position": block.position, "chars": len(block.content),
+                    "mandatory": block.mandatory})
+    return out
+
+
+def _place_block(tour: Tour, el: Element, position: str, last_at: dict[str, str]) -> None:
+    p = tour.prompt
+    if position in last_at:
+        p.insert_after(last_at[position], el)
+    elif position.startswith("depth:"):
+        p.insert_at_depth(int(position[6:]), el)
+    elif position == "top" and "main" in p:
+        p.insert_after("main", el)
+    elif position == "top":
+        p.insert(0, el)
+    elif position == "before_char" and (anchor := _first(tour, _BEFORE_CARD)):
+        p.insert_before(anchor, el)
+    elif anchor := _first(tour, _AFTER_CARD):
+        p.insert_after(anchor, el)
+    else:
+        first_chat = next((i for i, e in enumerate(p) if e.kind in ("history", "input")), None)
+        p.insert(first_chat if first_chat is not None else len(p), el)
+    if not position.startswith("depth:"):
+        last_at[position] = el.id
+
+
+def _first(tour: Tour, ids: tuple[str, ...]) -> str | None:
+    return next((i for i in ids if i in tour.prompt), None)
+
+
+def _tokens(core: Core, tour: Tour, text: str) -> int:
+    return count_text(core, tour, text) + MESSAGE_OVERHEAD
+
+
+def _chat_messages(tour: Tour) -> list[Element]:
+    """The prompt's message elements (one per stored message), oldest first."""
+    return [el for el in tour.prompt
+            if el.kind in ("history", "input") and el.id == el.source and el.role != "tool"]
+
+
+def _window(core: Core, tour: Tour, reserve: int) -> set[str]:
+    """Message ids expected to stay in the prompt after context shifting: the newest whole
+    messages that fit the budget next to everything else (those are never retrieved)."""
+    conn = tour.data["connection"]
+    budget = int(conn["context_size"]) - int(conn["max_tokens"])
+    def size(el: Element) -> int:
+        return el.tokens if el.tokens is not None else _tokens(core, tour, el.text)
+    room = budget - reserve - 3 - sum(size(el) for el in tour.prompt if el.kind != "history")
+    groups: dict[str, int] = {}
+    order: list[str] = []
+    for el in tour.prompt:
+        if el.kind != "history":
+            continue
+        key = el.source.removeprefix("history:")
+        if key not in groups:
+            order.append(key)
+        groups[key] = groups.get(key, 0) + size(el)
+    kept: set[str] = set()
+    for key in reversed(order):
+        if groups[key] > room:
+            break
+        room -= groups[key]
+        kept.add(key)
+    return kept
+
+
+async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: RetrievalOptions,
+                    report: dict[str, Any]) -> None:
+    chat = tour.data["chat"]
+    conn = tour.data["connection"]
+    budget = int(conn["context_size"]) - int(conn["max_tokens"])
+    reserve = opts.max_tokens if opts.max_tokens is not None else int(budget * opts.budget_share)
+    messages = _chat_messages(tour)
+    texts = [el.text for el in reversed(messages)][: opts.query_messages]
+    positions = [int(el.meta.get("position", 0)) for el in messages]
+    exclude = _window(core, tour, reserve)
+    exclude.update(i for i in (tour.data.get("user_message_id"),
+                               tour.data.get("target_message_id")) if i)
+    state = chat.setdefault("state", {}).setdefault("retrieval", {})
+    async with core.session() as s:
+        if opts.messages and opts.backfill_limit:
+            done, state["indexed_to"] = await backfill(
+                s, tour.chat_id, int(state.get("indexed_to") or 0), opts.backfill_limit,
+                chunk_chars=opts.chunk_chars, overlap=opts.chunk_overlap)
+            report["backfilled"] = done
+        found = await search(service, s, Query(
+            keys=chat_keys(tour.chat_id, chat.get("character_id"), messages=opts.messages,
+                           documents=opts.documents),
+            texts=texts, options=opts, chat_id=tour.chat_id, exclude_message_ids=exclude,
+            newest_position=max(positions, default=0),
+        ))
+    service.kick()
+    packed = pack(found.ranked, min_score=opts.min_score, top_k=opts.top_k, budget=reserve,
+                  render=lambda c: render(opts, c), count=lambda t: _tokens(core, tour, t))
+    chosen = sorted(packed.kept, key=lambda k: (k[0].source_kind != "document",
+                                                k[0].document_id or "", k[0].position, k[0].part))
+    if opts.depth == 0:
+        chosen.reverse()
+    for c, text, tokens in chosen:
+        tour.prompt.insert_at_depth(opts.depth, Element(
+            id=f"retrieval:{c.id}", role=opts.role, content=text, source=c.source(),
+            kind="retrieval", priority=int(c.score * 1000), tokens=tokens,
+            meta={"score": round(c.score, 4), "label": c.label, "position": c.position},
+        ))
+    report.update(
+        query="\n".join(reversed(texts)), budget=reserve, **found.diagnostics(),
+        inserted=[{"id": f"retrieval:{c.id}", "source": c.source(), "label": c.label,
+                   "score": round(c.score, 4), "tokens": tokens} for c, _, tokens in packed.kept],
+        cut=packed.cut[:50],
+    )
+
+
+def render(opts: RetrievalOptions, c: Candidate) -> str:
+    """A result as prompt text, through the message or document template."""
+    template = opts.document_template if c.source_kind == "document" else opts.message_template
+    values = {"name": c.label, "text": c.text}
+    return _FIELD.sub(lambda m: values[m.group(1)], template)

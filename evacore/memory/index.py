@@ -1,0 +1,197 @@
+"""Writing the retrieval index: chat messages (as they are saved, and lazily for imported
+chats) and data-bank documents, as chunks with their full-text entries.
+
+Must not: search or rank (lexical.py, vectors.py, ranking.py), or embed (the embedding
+worker fills vectors later). A message is re-indexed only when its text changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from evacore.domain.ids import new_id, utcnow
+from evacore.memory._terms import words
+from evacore.memory.chunking import chunk_text
+from evacore.memory.schema import (
+    SOURCE_DOCUMENT,
+    SOURCE_MESSAGE,
+    chunks,
+    documents,
+    scope_key,
+    text_hash,
+)
+from evacore.store.tables import Message, Variant
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedMessage:
+    """What the index needs of a message (the active variant's text for an answer)."""
+
+    id: str
+    position: int
+    role: str
+    name: str | None
+    content: str
+    hidden: bool = False
+    created_at: datetime | None = None
+
+
+def message_key(chat_id: str) -> str:
+    return scope_key(SOURCE_MESSAGE, "chat", chat_id)
+
+
+def document_key(scope_kind: str, scope_id: str = "") -> str:
+    return scope_key(SOURCE_DOCUMENT, scope_kind, scope_id)
+
+
+def chat_keys(chat_id: str, character_id: str | None, *, messages: bool = True,
+              documents: bool = True) -> list[str]:
+    """The scope keys a chat searches: its messages, and the global, its own and its
+    character's documents."""
+    keys = [message_key(chat_id)] if messages else []
+    if documents:
+        keys += [document_key("global"), document_key("chat", chat_id)]
+        if character_id:
+            keys.append(document_key("character", character_id))
+    return keys
+
+
+async def load_messages(s: AsyncSession, chat_id: str, *, ids: list[str] | None = None,
+                        from_position: int | None = None, newest: int | None = None,
+                        limit: int = 500) -> list[IndexedMessage]:
+    """Messages with their active text: by id, from a position upwards, or the newest N."""
+    stmt = (select(Message, Variant.content)
+            .outerjoin(Variant, Variant.id == Message.active_variant_id)
+            .where(Message.chat_id == chat_id))
+    if ids is not None:
+        stmt = stmt.where(Message.id.in_(ids))
+    if from_position is not None:
+        stmt = stmt.where(Message.position >= from_position).order_by(Message.position)
+    elif newest is not None:
+        stmt = stmt.order_by(Message.position.desc())
+        limit = newest
+    rows = (await s.execute(stmt.limit(limit))).all()
+    return [
+        IndexedMessage(id=m.id, position=m.position, role=m.role, name=m.name,
+                       content=(variant_text if m.active_variant_id else m.content) or "",
+                       hidden=bool(m.hidden), created_at=m.created_at)
+        for m, variant_text in rows
+    ]
+
+
+async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMessage], *,
+                         chunk_chars: int = 1200, overlap: int = 200) -> int:
+    """Bring the chunks of these messages up to date; returns how many messages were
+    (re)indexed. Hidden and empty messages lose their chunks."""
+    if not messages:
+        return 0
+    ids = [m.id for m in messages]
+    stored = dict((await s.execute(
+        select(chunks.c.message_id, chunks.c.text_hash)
+        .where(chunks.c.message_id.in_(ids), chunks.c.part == 0)
+    )).all())
+    key = message_key(chat_id)
+    rows: list[dict[str, Any]] = []
+    stale: list[str] = []
+    changed = 0
+    for m in messages:
+        wanted = "" if m.hidden else m.content.strip()
+        digest = text_hash(wanted) if wanted else None
+        if stored.get(m.id) == digest:
+            continue
+        changed += 1
+        if m.id in stored:
+            stale.append(m.id)
+        if not wanted:
+            continue
+        for part, piece in enumerate(chunk_text(wanted, chunk_chars, overlap)):
+            rows.append(_chunk_row(
+                source_kind=SOURCE_MESSAGE, scope_key=key, chat_id=chat_id, message_id=m.id,
+                position=m.position, part=part, label=m.name or m.role, text=piece,
+                text_hash=digest or "", created_at=m.created_at,
+            ))
+    if stale:
+        await s.execute(delete(chunks).where(chunks.c.message_id.in_(stale)))
+    if rows:
+        await s.execute(insert(chunks), rows)
+    return changed
+
+
+async def index_recent(s: AsyncSession, chat_id: str, newest: int = 4, **chunking: int) -> int:
+    """Index the newest messages of a chat (a tour's input and answer, a new variant)."""
+    return await index_messages(s, chat_id, await load_messages(s, chat_id, newest=newest),
+                                **chunking)
+
+
+async def backfill(s: AsyncSession, chat_id: str, from_position: int, limit: int,
+                   **chunking: int) -> tuple[int, int]:
+    """Index up to `limit` messages from `from_position` on (oldest first); returns the
+    count indexed and the position to continue from next time."""
+    done, position = 0, from_position
+    while done < limit:
+        batch = await load_messages(s, chat_id, from_position=position,
+                                    limit=min(500, limit - done))
+        if not batch:
+            break
+        await index_messages(s, chat_id, batch, **chunking)
+        done += len(batch)
+        position = batch[-1].position + 1
+    return done, position
+
+
+def _chunk_row(**fields: Any) -> dict[str, Any]:
+    fields["n_terms"] = len(words(fields["text"]))
+    fields["created_at"] = fields.get("created_at") or utcnow()
+    fields.setdefault("message_id", None)
+    fields.setdefault("document_id", None)
+    return fields
+
+
+async def add_document(s: AsyncSession, *, name: str, content: str, scope_kind: str,
+                       scope_id: str, media_type: str, size: int, sha256: str,
+                       chunk_chars: int = 1200, overlap: int = 200) -> dict[str, Any]:
+    """Store a document and its chunks; returns the document row as a dict."""
+    doc_id = new_id()
+    pieces = chunk_text(content, chunk_chars, overlap)
+    now = utcnow()
+    row = {
+        "id": doc_id, "name": name, "scope_kind": scope_kind, "scope_id": scope_id,
+        "chat_id": scope_id if scope_kind == "chat" else None, "media_type": media_type,
+        "size": size, "sha256": sha256, "chunks": len(pieces), "created_at": now,
+    }
+    await s.execute(insert(documents), [row])
+    key = document_key(scope_kind, scope_id)
+    if pieces:
+        await s.execute(insert(chunks), [
+            _chunk_row(source_kind=SOURCE_DOCUMENT, scope_key=key, chat_id=row["chat_id"],
+                       document_id=doc_id, position=i, part=0, label=name[:300], text=piece,
+                       text_hash=text_hash(piece), created_at=now)
+            for i, piece in enumerate(pieces)
+        ])
+    return row
+
+
+async def list_documents(s: AsyncSession, scope_kind: str | None = None,
+                         scope_id: str | None = None) -> list[dict[str, Any]]:
+    stmt = select(documents).order_by(documents.c.created_at, documents.c.id)
+    if scope_kind is not None:
+        stmt = stmt.where(and_(documents.c.scope_kind == scope_kind,
+                               documents.c.scope_id == (scope_id or "")))
+    return [dict(r._mapping) for r in (await s.execute(stmt)).all()]
+
+
+async def get_document(s: AsyncSession, document_id: str) -> dict[str, Any] | None:
+    row = (await s.execute(select(documents).where(documents.c.id == document_id))).first()
+    return dict(row._mapping) if row else None
+
+
+async def delete_document(s: AsyncSession, document_id: str) -> bool:
+    """Delete a document and its chunks; False when there was none."""
+    await s.execute(delete(chunks).where(chunks.c.document_id == document_id))
+    result = await s.execute(delete(documents).where(documents.c.id == document_id))
+    return bool(result.rowcount)
