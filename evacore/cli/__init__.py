@@ -132,6 +132,7 @@ def _register_groups() -> None:
     """Command groups living in their own modules (one module per group)."""
     # Each line adds one command module; keep one per line.
     pass
+    from evacore.cli import transfer as _transfer; _transfer.register(app)  # noqa: E702
     from evacore.cli import rules as _rules; app.add_typer(_rules.app, name="rules")  # noqa: E702
     from evacore.cli import stats as _stats; app.command("stats")(_stats.stats)  # noqa: E702
     from evacore.cli import demo as _demo; app.command("demo")(_demo.demo)  # noqa: E702

@@ -1,0 +1,133 @@
+"""Read an uploaded file from an HTTP request: a multipart `file` field or a raw JSON body,
+counting bytes as they arrive so an oversized upload stops early (413).
+
+Must not: look inside the file (the formats readers do) or touch the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import ClientDisconnect, Request
+
+from evacore.errors import BadRequest, TooLarge, UnsupportedMedia
+from evacore.formats.limits import DEFAULT_LIMITS, Limits
+
+MULTIPART_SLACK = 256 * 1024
+"""Bytes allowed on top of the file limit for multipart boundaries, headers and fields."""
+MAX_FIELD_BYTES = 64 * 1024
+
+UPLOAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["file"],
+    "properties": {"file": {"type": "string", "format": "binary"}},
+}
+
+
+def import_limits(core: Any) -> Limits:
+    """The limits for imports: `core.services["import_limits"]` when set, else the defaults."""
+    limits = getattr(core, "services", {}).get("import_limits")
+    return limits if isinstance(limits, Limits) else DEFAULT_LIMITS
+
+
+def upload_body(*, json_body: bool = False, fields: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of an upload endpoint (routes parse the body themselves)."""
+    schema = {**UPLOAD_SCHEMA, "properties": {**UPLOAD_SCHEMA["properties"], **(fields or {})}}
+    content: dict[str, Any] = {"multipart/form-data": {"schema": schema}}
+    if json_body:
+        content["application/json"] = {"schema": {"type": "object"}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+@dataclass
+class Upload:
+    content: bytes
+    filename: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    kind: str = "file"
+    """`file` (multipart) or `json` (a raw JSON body)."""
+
+
+def _too_large(limit: int) -> TooLarge:
+    return TooLarge(f"the upload is larger than {limit} bytes", limit=limit)
+
+
+async def _capped(request: Request, cap: int) -> AsyncIterator[bytes]:
+    seen = 0
+    try:
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > cap:
+                raise _too_large(cap)
+            yield chunk
+    except ClientDisconnect:
+        raise BadRequest("the client disconnected during the upload") from None
+
+
+async def _raw(request: Request, cap: int) -> bytes:
+    parts = [chunk async for chunk in _capped(request, cap)]
+    return b"".join(parts)
+
+
+async def read_upload(request: Request, limits: Limits, *, json_body: bool = False) -> Upload:
+    """The uploaded bytes; 413 past the limit, 415 for another content type, 400 for a broken
+    multipart body or a missing `file` field."""
+    limit = limits.max_input_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_SLACK:
+        raise _too_large(limit)
+    ctype = request.headers.get("content-type", "")
+    main = ctype.split(";", 1)[0].strip().lower()
+    if main == "multipart/form-data":
+        return await _multipart(request, limit)
+    if json_body and (main == "application/json" or main.endswith("+json")):
+        content = await _raw(request, limit)
+        return Upload(content=content, kind="json")
+    accepted = "multipart/form-data with a `file` field"
+    if json_body:
+        accepted += " or an application/json card"
+    raise UnsupportedMedia(f"send {accepted} (got {main or 'no content type'})")
+
+
+async def _multipart(request: Request, limit: int) -> Upload:
+    parser = MultiPartParser(request.headers, _capped(request, limit + MULTIPART_SLACK),
+                             max_files=2, max_fields=16, max_part_size=MAX_FIELD_BYTES)
+    try:
+        form = await parser.parse()
+    except MultiPartException as exc:
+        raise BadRequest(f"malformed multipart body: {exc.message}") from None
+    except (ValueError, KeyError, IndexError, UnicodeError) as exc:
+        raise BadRequest(f"malformed multipart body: {exc}") from None
+    try:
+        item = form.get("file")
+        if isinstance(item, UploadFile):
+            content = await item.read()
+            filename = item.filename
+        elif isinstance(item, str):
+            content, filename = item.encode("utf-8"), None
+        else:
+            raise BadRequest("the form has no `file` field")
+        if len(content) > limit:
+            raise _too_large(limit)
+        fields = {k: v for k, v in form.multi_items() if k != "file" and isinstance(v, str)}
+        return Upload(content=content, filename=filename, fields=fields)
+    finally:
+        await form.close()
+
+
+def download_headers(name: str, ext: str) -> dict[str, str]:
+    """`Content-Disposition: attachment` with an ASCII fallback and the UTF-8 file name."""
+    from urllib.parse import quote
+
+    from evacore.importing.export import safe_name
+
+    stem = safe_name(name)
+    ascii_stem = stem.encode("ascii", "replace").decode("ascii").replace("?", "_")
+    ascii_stem = ascii_stem.replace('"', "_").replace(";", "_")
+    return {"Content-Disposition": f'attachment; filename="{ascii_stem}.{ext}"; '
+                                   f"filename*=UTF-8''{quote(stem)}.{ext}"}

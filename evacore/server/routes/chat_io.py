@@ -1,0 +1,75 @@
+"""`POST /v1/chats/import` and `GET /v1/chats/{id}/export` (R8.2): SillyTavern chat JSONL in
+and out; a re-import of an export gives an equal chat.
+
+Must not: parse JSONL (formats/st_chat.py) or map it to rows (importing/chats.py).
+Importing needs a trusted user or the master; the chat belongs to the importer. Export
+follows chat ownership (the owner or the master).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+
+from evacore.errors import InvalidInput
+from evacore.formats.st_chat import read_st_chat, write_st_chat
+from evacore.importing.chats import chat_to_st, store_st_chat
+from evacore.importing.upload import download_headers, import_limits, read_upload, upload_body
+from evacore.server.auth import AnyUser, Trusted
+from evacore.server.deps import CoreDep, SessionDep
+from evacore.server.routes.chats import chat_json, owned_chat
+from evacore.store.connections import ensure_mock
+from evacore.store.tables import Character, Connection, Persona
+
+router = APIRouter(tags=["chats"])
+
+_FIELDS = {
+    "character_id": {"type": "string", "description": "The character the chat talks to."},
+    "connection_id": {"type": "string", "description": "Default: the built-in mock."},
+    "persona_id": {"type": "string"},
+    "title": {"type": "string"},
+}
+
+
+async def _check(session: Any, model: type, value: str | None, label: str) -> str | None:
+    if value is not None and await session.get(model, value) is None:
+        raise InvalidInput(f"{label} {value} does not exist")
+    return value
+
+
+@router.post("/chats/import", status_code=201, openapi_extra=upload_body(fields=_FIELDS))
+async def import_chat(request: Request, who: Trusted, core: CoreDep) -> dict[str, Any]:
+    """Import a SillyTavern chat JSONL (`file`): swipes become variants, hidden messages stay
+    hidden, `chat_metadata` variables and author's note become the chat's."""
+    limits = import_limits(core)
+    upload = await read_upload(request, limits)
+    st = await asyncio.to_thread(read_st_chat, upload.content, limits)
+    fields = upload.fields
+    async with core.session() as s:
+        character_id = await _check(s, Character, fields.get("character_id") or None,
+                                    "character")
+        persona_id = await _check(s, Persona, fields.get("persona_id") or None, "persona")
+        connection_id = await _check(s, Connection, fields.get("connection_id") or None,
+                                     "connection")
+        if connection_id is None:
+            connection_id = (await ensure_mock(s)).id
+        stored = await store_st_chat(
+            s, st, user_id=who.user_id, connection_id=connection_id,
+            character_id=character_id, persona_id=persona_id, title=fields.get("title"),
+        )
+        body = chat_json(stored.chat)
+    body.update(messages=stored.messages, warnings=stored.warnings)
+    return body
+
+
+@router.get("/chats/{chat_id}/export",
+            responses={200: {"content": {"application/jsonl": {}}}})
+async def export_chat(chat_id: str, who: AnyUser, session: SessionDep,
+                      format: Literal["jsonl"] = Query("jsonl")) -> Response:
+    """The chat as SillyTavern JSONL (header line, then one message per line)."""
+    chat = await owned_chat(session, chat_id, who)
+    data = write_st_chat(await chat_to_st(session, chat))
+    return Response(content=data, media_type="application/jsonl",
+                    headers=download_headers(chat.title or "chat", "jsonl"))
