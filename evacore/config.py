@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -19,16 +19,50 @@ def default_data_dir() -> Path:
 
 
 class AgentSettings(BaseModel):
-    max_steps: int = 16
+    """The agent loop and its tools (docs/tools.md); `EVACORE_AGENT__<NAME>` or `[agent]`."""
+
+    max_steps: int = Field(default=16, ge=1)
     """Provider requests per tour before the loop stops (R5.1)."""
-    shell_timeout: float = 60.0
+    shell_timeout: float = Field(default=60.0, gt=0)
     """Seconds a `shell` call may run before its process group is killed."""
-    shell_output_cap: int = 200_000
+    shell_max_timeout: float = Field(default=600.0, gt=0)
+    """Largest `timeout` a `shell` call may ask for; a larger one is lowered to it."""
+    shell_output_cap: int = Field(default=200_000, ge=1)
     """Bytes of shell output kept; the rest is dropped with a note."""
-    client_op_timeout: float = 60.0
+    shell_kill_grace: float = Field(default=2.0, ge=0)
+    """Seconds between SIGTERM and SIGKILL when a shell's process group is stopped."""
+    read_max_bytes: int = Field(default=256_000, ge=1)
+    """Bytes of text one `read_file` call returns at most."""
+    write_max_bytes: int = Field(default=10_000_000, ge=1)
+    """Largest content `write_file` / `write_diff` will write."""
+    list_max_entries: int = Field(default=1_000, ge=1)
+    """Entries one `list_dir` call returns at most."""
+    client_op_timeout: float = Field(default=60.0, gt=0)
     """Seconds a client op may take before it becomes an `error:` result (R9.2)."""
+    tool_timeouts: dict[str, float] = Field(default_factory=dict)
+    """Per tool name, seconds replacing that tool's own timeout."""
     tool_policy: dict[str, Any] = Field(default_factory=dict)
     """Per-role overrides of the tool table, e.g. {"trusted": {"allow": ["shell"]}}."""
+
+    @field_validator("tool_policy")
+    @classmethod
+    def _valid_policy(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from evacore.agent.registry import ToolPolicy
+        from evacore.errors import EvacoreError
+
+        try:
+            ToolPolicy.from_dict(value)
+        except EvacoreError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("tool_timeouts")
+    @classmethod
+    def _positive_timeouts(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, seconds in value.items():
+            if seconds <= 0:
+                raise ValueError(f"tool_timeouts.{name} must be a positive number of seconds")
+        return value
 
 
 class ContextSettings(BaseModel):

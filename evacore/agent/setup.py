@@ -35,11 +35,18 @@ def base_registry(core: Core) -> ToolRegistry:
 
 
 def tool_settings(core: Core) -> ToolSettings:
+    """The tools' limits from `agent.*` settings (every ToolSettings field has one)."""
     agent = core.settings.agent
     return ToolSettings(
         shell_timeout=agent.shell_timeout,
+        shell_max_timeout=agent.shell_max_timeout,
         shell_output_cap=agent.shell_output_cap,
+        shell_kill_grace=agent.shell_kill_grace,
+        read_max_bytes=agent.read_max_bytes,
+        write_max_bytes=agent.write_max_bytes,
+        list_max_entries=agent.list_max_entries,
         client_op_timeout=agent.client_op_timeout,
+        tool_timeouts=dict(agent.tool_timeouts),
     )
 
 
