@@ -11,8 +11,6 @@ from typing import Any
 from evacore.domain.ids import new_id
 from evacore.errors import ImportInvalid
 
-INT32_MAX = 2**31 - 1
-
 
 def ordered_ids(count: int) -> list[str]:
     """`count` fresh ids that sort in the order given (one random base, an index suffix)."""

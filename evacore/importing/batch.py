@@ -24,11 +24,11 @@ from evacore.importing._rows import strict_json
 from evacore.importing.characters import store_card
 from evacore.importing.chats import store_st_chat
 from evacore.importing.detect import detect_kind
-from evacore.importing.lorebooks import store_lorebook
 from evacore.importing.presets import store_presets
 from evacore.importing.upload import import_limits
 from evacore.store.characters import find_by_name
 from evacore.store.connections import ensure_mock
+from evacore.store.lorebooks import save_lorebook
 from evacore.store.tables import User
 
 Status = Literal["imported", "skipped", "failed"]
@@ -119,7 +119,7 @@ class Importer:
         if not book.name:
             book = read_world_info(obj, name=path.stem)
         async with self.core.session() as s:
-            row = await store_lorebook(s, book)
+            row = await save_lorebook(s, book)
         return FileResult(path, "lorebook", "imported",
                           f"lorebook {row.name!r} ({len(book.entries)} entries)", [row.id])
 

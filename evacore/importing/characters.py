@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.errors import ImportInvalid, InvalidInput
@@ -25,10 +26,10 @@ from evacore.formats.cards import (
 )
 from evacore.formats.worldinfo import from_character_book, to_character_book
 from evacore.importing._rows import checked_name, column_text, ordered_ids
-from evacore.importing.lorebooks import load_lorebook, store_lorebook
 from evacore.lore.model import Lorebook
 from evacore.store import characters as repo
-from evacore.store.tables import Character, CharacterAsset
+from evacore.store.lorebooks import delete_lorebook, load_lorebook, save_lorebook
+from evacore.store.tables import Character, CharacterAsset, LorebookLink
 
 ExportFormat = Literal["png", "json", "charx"]
 EXPORT_MEDIA: dict[str, tuple[str, str]] = {
@@ -95,7 +96,7 @@ async def store_card(session: AsyncSession, card: Card) -> StoredCharacter:
     await session.flush()
     stored = StoredCharacter(character, warnings=list(card.warnings))
     if book is not None:
-        row = await store_lorebook(session, book, links=[("character", character.id)])
+        row = await save_lorebook(session, book, links=[("character", character.id)])
         stored.lorebook_id = row.id
     return stored
 
@@ -121,6 +122,21 @@ async def load_card(session: AsyncSession, character: Character) -> Card:
         image=character.image, assets=card_assets,
         extra_files={r.uri: r.data or b"" for r in rows if r.type == repo.EXTRA_FILE_TYPE},
     )
+
+
+async def forget_character(session: AsyncSession, character: Character) -> None:
+    """Delete the character with its assets and links; books linked nowhere else go too."""
+    stmt = select(LorebookLink.lorebook_id).where(
+        LorebookLink.target_kind == "character", LorebookLink.target_id == character.id)
+    book_ids = list((await session.scalars(stmt)).all())
+    await session.execute(delete(LorebookLink).where(
+        LorebookLink.target_kind == "character", LorebookLink.target_id == character.id))
+    for book_id in book_ids:
+        others = await session.scalar(select(func.count()).select_from(LorebookLink)
+                                      .where(LorebookLink.lorebook_id == book_id))
+        if not others:
+            await delete_lorebook(session, book_id)
+    await repo.delete_character(session, character)
 
 
 def export_card(card: Card, fmt: str) -> tuple[bytes, str, str]:

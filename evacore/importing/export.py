@@ -22,8 +22,8 @@ from evacore.formats.st_chat import write_st_chat
 from evacore.formats.worldinfo import write_world_info
 from evacore.importing.characters import export_card, load_card
 from evacore.importing.chats import chat_to_st
-from evacore.importing.lorebooks import list_lorebooks, load_lorebook
 from evacore.importing.presets import preset_file
+from evacore.store.lorebooks import list_lorebooks, load_lorebook
 from evacore.store.tables import Character, Chat, Preset
 
 T = TypeVar("T", Character, Chat, Preset)

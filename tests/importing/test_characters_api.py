@@ -11,8 +11,8 @@ import httpx
 from PIL import Image
 
 from evacore.core import Core
-from evacore.importing.lorebooks import load_lorebook
 from evacore.lore.model import Lorebook
+from evacore.store.lorebooks import load_lorebook
 from tests.conftest import make_user
 from tests.formats._build import charx, png_text, tiny_image, v3_card
 from tests.importing._util import CARDS, upload

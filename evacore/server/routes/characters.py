@@ -16,8 +16,13 @@ from pydantic import BaseModel, ConfigDict
 
 from evacore.errors import NotFound
 from evacore.formats.cards import read_card
-from evacore.importing.characters import apply_edit, export_card, load_card, store_card
-from evacore.importing.lorebooks import unlink_target
+from evacore.importing.characters import (
+    apply_edit,
+    export_card,
+    forget_character,
+    load_card,
+    store_card,
+)
 from evacore.importing.upload import download_headers, import_limits, read_upload, upload_body
 from evacore.server.auth import AnyUser, Trusted
 from evacore.server.deps import CoreDep, SessionDep
@@ -89,8 +94,7 @@ async def delete_character(character_id: str, who: Trusted, session: SessionDep)
     """Delete the character, its assets and the books only it used; its chats stay and talk
     to the default character."""
     c = await repo.get_character(session, character_id)
-    await unlink_target(session, "character", c.id)
-    await repo.delete_character(session, c)
+    await forget_character(session, c)
     return Response(status_code=204)
 
 
