@@ -11,7 +11,14 @@ import pytest
 
 from evacore.pipeline.stages.character import UNANSWERED
 from tests.agent_e2e._tours import (
-    as_user, named, run_tour, scripted_chat, sse_events, stored_variant, tool_messages, tour_of,
+    as_user,
+    named,
+    run_tour,
+    scripted_chat,
+    sse_events,
+    stored_variant,
+    tool_messages,
+    tour_of,
     upstream_bodies,
 )
 from tests.conftest import make_user

@@ -3,6 +3,7 @@ tool results (`error: …` where they fail) and the tour goes on to its answer."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -109,14 +110,12 @@ async def test_r5_2_hanging_shell_is_killed_with_its_children_and_the_tour_goes_
     for _ in range(100):
         if not _alive(child):
             break
-        time.sleep(0.02)
+        await asyncio.sleep(0.02)
     assert not _alive(child), "the shell's background child survived the timeout"
 
 
 async def test_r5_2_write_diff_through_a_symlink_out_writes_nothing(
         tmp_path: Path, outside: Path) -> None:
-    import asyncio
-
     workspace = tmp_path / "ws"
     (workspace / "dir").mkdir(parents=True)
     (workspace / "dir" / "link").symlink_to(outside, target_is_directory=True)

@@ -8,7 +8,12 @@ from typing import Any
 import httpx
 
 from tests.agent_e2e._tours import (
-    as_user, named, offered_tools, run_tour, scripted_chat, stored_variant,
+    as_user,
+    named,
+    offered_tools,
+    run_tour,
+    scripted_chat,
+    stored_variant,
 )
 from tests.conftest import make_user
 

@@ -12,7 +12,12 @@ import pytest
 
 from evacore.agent.results import CUT_NOTE, EMPTY_MARKER
 from tests.agent_e2e._tours import (
-    named, run_tour, scripted_chat, stored_variant, tool_messages, upstream_bodies,
+    named,
+    run_tour,
+    scripted_chat,
+    stored_variant,
+    tool_messages,
+    upstream_bodies,
 )
 
 CAP = 50

@@ -9,7 +9,12 @@ from pathlib import Path
 import httpx
 
 from tests.agent_e2e._tours import (
-    named, run_tour, scripted_chat, stored_variant, tool_messages, upstream_bodies,
+    named,
+    run_tour,
+    scripted_chat,
+    stored_variant,
+    tool_messages,
+    upstream_bodies,
 )
 
 DIFF = "--- a/notes.txt\n+++ b/notes.txt\n@@ -1,3 +1,3 @@\n alpha\n-beta\n+BETA\n gamma\n"

@@ -11,7 +11,12 @@ import httpx
 import pytest
 
 from tests.agent_e2e._tours import (
-    as_user, named, run_tour, scripted_chat, sse_events, stored_variant,
+    as_user,
+    named,
+    run_tour,
+    scripted_chat,
+    sse_events,
+    stored_variant,
 )
 from tests.conftest import make_user
 
