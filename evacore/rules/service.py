@@ -199,23 +199,34 @@ class RulesService:
     async def ruleset(self, session: AsyncSession) -> RuleSet:
         """The current rule set; one cheap query tells whether the stored rules changed (here or
         on another instance) since it was built."""
-        version = await store.rules_version(session)
-        if version != self._version:
-            rows = await store.read_rules(session)
-            for bad in rows:
-                if isinstance(bad, store.BadRow):
-                    _log.warning("stream rule skipped", rule=bad.name, reason=bad.reason)
-            self._ruleset = RuleSet.compile(r for r in rows if isinstance(r, Rule))
-            self._version = version
+        await self._refresh(session, await store.rules_version(session))
         return self._ruleset
 
+    async def _refresh(self, session: AsyncSession, version: tuple[int, str | None]) -> bool:
+        """Rebuild the compiled set if the stored rules' version moved; True if it did."""
+        if version == self._version:
+            return False
+        rows = await store.read_rules(session)
+        for bad in rows:
+            if isinstance(bad, store.BadRow):
+                _log.warning("stream rule skipped", rule=bad.name, reason=bad.reason)
+        self._ruleset = RuleSet.compile(r for r in rows if isinstance(r, Rule))
+        self._version = version
+        return True
+
     async def load_for_tour(self, core: Core, tour: Tour) -> TourRules | None:
-        """The tour's rules: its env (after overrides), this chat's repeat state, its turn."""
+        """The tour's rules: its env (after overrides), this chat's repeat state, its turn. In the
+        usual case (rules unchanged) this is one query: the version check and this chat's repeat
+        records together."""
         try:
             async with core.session() as s:
-                ruleset = await self.ruleset(s)
-                names = _repeat_names(ruleset, tour)
-                records = await store.repeat_records(s, tour.chat_id, names) if names else []
+                guess = _repeat_names(self._ruleset, tour)
+                version, records = await store.version_and_records(s, tour.chat_id, guess)
+                if await self._refresh(s, version):
+                    names = _repeat_names(self._ruleset, tour)
+                    if set(names) - set(guess):
+                        records = await store.repeat_records(s, tour.chat_id, names)
+                ruleset = self._ruleset
         except Exception:  # noqa: BLE001 - a tour goes on without rules rather than fail
             _log.exception("stream rules could not be loaded; the tour runs without them")
             return None

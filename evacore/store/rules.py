@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, delete, func, select
+from sqlalchemy import case, delete, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.errors import NotFound
@@ -126,6 +126,33 @@ async def rules_version(session: AsyncSession) -> tuple[int, str | None]:
         await session.execute(select(func.count(StreamRule.id), func.max(StreamRule.updated_at)))
     ).one()
     return int(count or 0), _stamp(newest)
+
+
+async def version_and_records(
+    session: AsyncSession, chat_id: str, names: Sequence[str]
+) -> tuple[tuple[int, str | None], list[tuple[str, int]]]:
+    """`rules_version` and `repeat_records` in one statement: a tour's rules load costs one round
+    trip to the database."""
+    if not names:
+        return await rules_version(session), []
+    version = select(
+        func.count(StreamRule.id).label("n"), func.max(StreamRule.updated_at).label("newest")
+    ).subquery()
+    records = (
+        select(StreamRuleStat.rule.label("rule"), func.max(StreamRuleStat.turn).label("turn"))
+        .where(StreamRuleStat.rule.in_(list(names)), StreamRuleStat.chat_id == chat_id)
+        .group_by(StreamRuleStat.rule)
+        .subquery()
+    )
+    rows = (
+        await session.execute(
+            select(version.c.n, version.c.newest, records.c.rule, records.c.turn).select_from(
+                version.outerjoin(records, true())
+            )
+        )
+    ).all()
+    found = [(rule, int(turn or 0)) for _, _, rule, turn in rows if rule is not None]
+    return (int(rows[0][0] or 0), _stamp(rows[0][1])), found
 
 
 def _stamp(value: Any) -> str | None:
