@@ -24,9 +24,9 @@ from evacore.domain.ids import new_id, utcnow
 from evacore.errors import Conflict, ImportInvalid, InvalidInput, NotFound
 from evacore.formats.worldinfo import read_world_info, write_world_info
 from evacore.lore.model import Lorebook, LoreEntry
-from evacore.store.tables import LoreEntry as EntryRow
 from evacore.store.tables import Lorebook as BookRow
 from evacore.store.tables import LorebookLink
+from evacore.store.tables import LoreEntry as EntryRow
 
 LINK_KINDS: tuple[str, ...] = ("global", "chat", "character", "persona")
 BOOK_KEYS: tuple[str, ...] = ("description", "scan_depth", "token_budget", "recursive_scanning")
@@ -82,8 +82,8 @@ def entry_from_dict(data: Mapping[str, Any], uid: int) -> LoreEntry:
 
 
 def check_uid(uid: int) -> None:
-    if isinstance(uid, bool) or not isinstance(uid, int) or not 0 <= uid <= UID_MAX:
-        raise InvalidInput(f"an entry uid must be a whole number from 0 to {UID_MAX}")
+    if isinstance(uid, bool) or not isinstance(uid, int) or not -UID_MAX <= uid <= UID_MAX:
+        raise InvalidInput(f"an entry uid must be a whole number from {-UID_MAX} to {UID_MAX}")
 
 
 def _canonical(entries: Sequence[LoreEntry]) -> dict[int, dict[str, Any]]:
@@ -344,3 +344,24 @@ async def linked_books(session: AsyncSession, *, chat_id: str | None, character_
             .join(BookRow, BookRow.id == LorebookLink.lorebook_id)
             .where(or_(*wanted)).order_by(LorebookLink.id))
     return [(a, b, c, d) for a, b, c, d in (await session.execute(stmt)).all()]
+
+
+async def unlink_target(session: AsyncSession, kind: str, target_id: str, *,
+                        drop_orphans: bool) -> list[str]:
+    """Remove every link to a target (a deleted chat, character or persona); with
+    `drop_orphans`, books now linked nowhere are deleted too (a card's own book). Returns
+    the ids of the books that were linked."""
+    stmt = select(LorebookLink.lorebook_id).where(LorebookLink.target_kind == kind,
+                                                  LorebookLink.target_id == target_id)
+    book_ids = list(dict.fromkeys((await session.scalars(stmt)).all()))
+    await session.execute(delete(LorebookLink).where(LorebookLink.target_kind == kind,
+                                                     LorebookLink.target_id == target_id))
+    if drop_orphans:
+        for book_id in book_ids:
+            left = await session.scalar(select(func.count()).select_from(LorebookLink)
+                                        .where(LorebookLink.lorebook_id == book_id))
+            if not left:
+                await session.execute(delete(EntryRow).where(EntryRow.lorebook_id == book_id))
+                await session.execute(delete(BookRow).where(BookRow.id == book_id))
+    await session.flush()
+    return book_ids

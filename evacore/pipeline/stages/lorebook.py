@@ -58,7 +58,7 @@ class Lorebook:
             await self._run(core, tour, diag)
         except Aborted:
             raise
-        except Exception as exc:  # noqa: BLE001 - a lorebook problem never fails the tour
+        except Exception as exc:
             log.exception("lore.failed", error_type=type(exc).__name__)
             diag["error"] = f"{type(exc).__name__}: {exc}"
 

@@ -50,7 +50,7 @@ def _no_nul(value: str) -> str:
 
 Name = Annotated[str, Field(min_length=1, max_length=repo.NAME_MAX), AfterValidator(_no_nul)]
 Entries = list[dict[str, Any]] | dict[str, dict[str, Any]]
-Uid = Annotated[int, Path(ge=0, le=repo.UID_MAX)]
+Uid = Annotated[int, Path(ge=-repo.UID_MAX, le=repo.UID_MAX)]
 
 
 class LorebookIn(BaseModel):
@@ -113,7 +113,7 @@ async def _full(session: AsyncSession, row: BookRow) -> dict[str, Any]:
 # -- entries from the request -------------------------------------------------------------
 
 def _uid_of(value: Any) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput("an entry uid must be a whole number")
@@ -260,8 +260,14 @@ def _parse(data: bytes, name: str | None, filename: str | None) -> Lorebook:
     return book
 
 
-@router.post("/lorebooks/import", status_code=201,
-             openapi_extra=upload_body(json_body=True, fields={"name": {"type": "string"}}))
+def _import_body() -> dict[str, Any]:
+    """The upload schema, closed: a form carries `file` and `name`, nothing else."""
+    extra = upload_body(json_body=True, fields={"name": {"type": "string"}})
+    extra["requestBody"]["content"]["multipart/form-data"]["schema"]["additionalProperties"] = False
+    return extra
+
+
+@router.post("/lorebooks/import", status_code=201, openapi_extra=_import_body())
 async def import_lorebook(request: Request, who: Trusted, core: CoreDep) -> dict[str, Any]:
     """A World Info file, a `lorebook_v3` object or a card's `character_book`: a multipart
     `file` (optional field `name`) or a JSON body. 413 past the size limit, 422 malformed."""
