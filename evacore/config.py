@@ -66,9 +66,9 @@ class AgentSettings(BaseModel):
 
 
 class ContextSettings(BaseModel):
-    tool_result_max_chars: int = 20_000
+    tool_result_max_chars: int = Field(default=20_000, ge=0)
     """Cap on a tool's output as put into the prompt (R5.3); the stored result is whole."""
-    shift_chunk: float = 0.25
+    shift_chunk: float = Field(default=0.25, gt=0)
     """Share of the budget freed at once when history must be cut (R2.7)."""
 
 

@@ -42,6 +42,9 @@ async def test_r5_2_read_file_caps_its_size(make_ctx, workspace: Path) -> None:
     (workspace / "one-line.txt").write_text("x" * 500)
     output, _ = await call(make_ctx(read_max_bytes=100), "read_file", path="one-line.txt")
     assert output == "x" * 100 + "\n[lines 1–1 of one-line.txt; line 1 is cut at 100 bytes]"
+    (workspace / "ragged.txt").write_text("short\n" + "y" * 300 + "\nend\n")
+    output, _ = await call(make_ctx(read_max_bytes=100), "read_file", path="ragged.txt")
+    assert output == "short\n[lines 1–1 of ragged.txt; more follows: continue with offset=2]"
 
 
 async def test_r5_2_read_file_refuses_binary_files_clearly(make_ctx, workspace: Path) -> None:

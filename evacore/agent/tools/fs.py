@@ -57,9 +57,10 @@ def _read(ctx: ToolContext, path: str, offset: int, limit: int | None) -> str:
                 more = True
                 break
             if used + len(raw) > cap:
-                raw, cut_line, more = raw[: cap - used], True, True
-                taken.append(raw)
-                used = cap
+                more = True
+                if not taken:  # a single line longer than the budget: cut it
+                    taken.append(raw[: cap - used])
+                    cut_line, used = True, cap
                 break
             taken.append(raw)
             used += len(raw)
