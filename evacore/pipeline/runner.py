@@ -128,6 +128,8 @@ async def run_tour(core: Core, tour: Tour) -> None:
             err = EvacoreError(f"internal error: {type(exc).__name__}")
             if started:
                 await save_failure(core, tour, "failed", err)
+            else:
+                tour.error, tour.status = {"code": err.code, "message": err.message}, "failed"
             tour.events.emit("error", {"code": "internal", "message": err.message})
         finally:
             broker = core.services.get("client_ops")

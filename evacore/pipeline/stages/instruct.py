@@ -22,7 +22,6 @@ from evacore.render import (
     render_story_string,
     render_text,
 )
-from evacore.render.story import wrap_story_string
 from evacore.store.tables import Preset
 
 if TYPE_CHECKING:
@@ -132,9 +131,8 @@ class Instruct:
         story_params["wiBefore"] = story_params["loreBefore"] = "\n".join(before)
         story_params["wiAfter"] = story_params["loreAfter"] = "\n".join(after)
         expand = tour.data["expand"]
+        # render_text wraps the story in the instruct story prefix/suffix itself (once)
         story = render_story_string(context, story_params, instruct=instruct, expand=expand)
-        story = wrap_story_string(story, instruct, context=context, user=persona, char=char,
-                                  expand=expand)
         examples = format_examples(blocks, instruct, context=context, char_name=char,
                                    user_name=persona, expand=expand)
         mode = {"impersonate": "impersonate", "continue": "continue", "quiet": "quiet"}.get(

@@ -8,6 +8,7 @@ A partial answer after an abort or failure is saved as a variant marked `aborted
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from evacore.domain.ids import utcnow
@@ -34,6 +35,7 @@ class Save:
 
     async def run(self, core: Core, tour: Tour) -> None:
         tour.status = "completed"
+        tour.data["save_started"] = time.perf_counter()
         async with core.session() as s:
             message_id, variant_id = await _store_answer(s, tour, "complete")
             await _store_chat_state(s, tour, committed=True)
@@ -102,6 +104,10 @@ async def _store_extras(core: Core, s: AsyncSession, tour: Tour) -> None:
 def diagnostics_of(tour: Tour) -> dict[str, Any]:
     d = dict(tour.diagnostics)
     d["timings"] = dict(tour.timings)
+    started = tour.data.get("save_started")
+    if started is not None and "save" not in d["timings"]:
+        # the record is written inside stage 14: its time so far stands for the stage
+        d["timings"]["save"] = round((time.perf_counter() - started) * 1000, 3)
     d["steps"] = [
         {**st.stored(), "index": st.index, "usage": st.usage, "discarded": st.discarded}
         for st in tour.steps

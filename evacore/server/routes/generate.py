@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evacore.agent.tools.client_ops import make_client_op_tools
 from evacore.domain.roles import ENV_FLAGS, env_for_role
-from evacore.errors import EvacoreError, InvalidInput
+from evacore.errors import EvacoreError, InvalidInput, ProviderError
 from evacore.pipeline.tour import Tour
 from evacore.server.auth import AnyUser
 from evacore.server.deps import CoreDep
@@ -52,16 +52,17 @@ class GenerateIn(BaseModel):
     client_ops: list[ClientOp] = Field(default_factory=list, max_length=64)
 
 
-_STATUS = {}
+_STATUS: dict[str, int] = {}
 
 
 def status_for(code: str) -> int:
-    """The HTTP status of an error code, from the exception tree."""
+    """The HTTP status of a failed tour's error code, from the exception tree; every provider
+    failure (timeouts included) is 502 in a generate answer (§13)."""
     if not _STATUS:
         stack = [EvacoreError]
         while stack:
             cls = stack.pop()
-            _STATUS[cls.code] = cls.status
+            _STATUS[cls.code] = 502 if issubclass(cls, ProviderError) else cls.status
             stack.extend(cls.__subclasses__())
     return _STATUS.get(code, 500)
 
@@ -139,20 +140,41 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
             return error_response(status_for(tour.error["code"]), tour.error["code"],
                                   tour.error["message"], tour_id=tour.id)
         return JSONResponse(result_json(tour))
-    return StreamingResponse(
-        _stream(manager, tour), media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                 "X-Tour-Id": tour.id},
-    )
-
-
-async def _stream(manager: Any, tour: Tour) -> AsyncIterator[bytes]:
     manager.start(tour)
-    finished = False
+    events = aiter(tour.events)
     try:
-        async for name, data in tour.events:
-            yield sse_frame(name, data)
-        finished = True
-    finally:
-        if not finished:
-            manager.abort_local(tour.id, "client disconnected")
+        first = await anext(events, None)
+    except asyncio.CancelledError:
+        manager.abort_local(tour.id, "client disconnected")
+        raise
+    if first is not None and first[0] == "error":
+        # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
+        code, message = first[1]["code"], first[1]["message"]
+        return error_response(status_for(code), code, message, tour_id=tour.id)
+    return TourStream(manager, tour, _stream(first, events))
+
+
+class TourStream(StreamingResponse):
+    """The tour's events as SSE. However the response ends (finished, client gone, server
+    cancelled it before the first byte), a tour still running then is aborted at once."""
+
+    def __init__(self, manager: Any, tour: Tour, frames: AsyncIterator[bytes]) -> None:
+        super().__init__(frames, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                                  "X-Tour-Id": tour.id})
+        self.manager, self.tour_id = manager, tour.id
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.manager.abort_local(self.tour_id, "client disconnected")
+
+
+async def _stream(first: tuple[str, dict[str, Any]] | None,
+                  events: AsyncIterator[tuple[str, dict[str, Any]]]) -> AsyncIterator[bytes]:
+    if first is None:
+        return
+    yield sse_frame(*first)
+    async for name, data in events:
+        yield sse_frame(name, data)
