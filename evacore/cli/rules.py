@@ -60,6 +60,17 @@ def in_session(action: Callable[[Any], Awaitable[T]]) -> T:
     return run_with_core(run)
 
 
+def _check(action: Callable[[], object]) -> None:
+    """Run a pure check; its EvacoreError exits 2 with the message, like the commands do."""
+    from evacore.errors import EvacoreError
+
+    try:
+        action()
+    except EvacoreError as exc:
+        err.print(f"[red]error:[/red] {exc.message}", highlight=False)
+        raise typer.Exit(2) from exc
+
+
 def _when(values: list[str] | None) -> list[str] | None:
     if values is None:
         return None
@@ -127,13 +138,14 @@ def add_cmd(
     enabled: Annotated[bool, typer.Option("--enabled/--disabled")] = True,
 ) -> None:
     """Create a stream rule."""
-    from evacore.rules import service
+    from evacore.rules import service, validate_rule
 
     data: dict[str, Any] = {"name": name, "scope": scope, "text": text, "condition": condition,
                             "negate": negate, "when": _when(when) or [],
                             "repeat": _repeat(repeat), "enabled": enabled}
     if mode is not None:
         data["mode"] = mode
+    _check(lambda: validate_rule(data))  # a bad rule is refused before the database is opened
     _print_rule(in_session(lambda s: service.create_rule(s, data)), "created")
 
 

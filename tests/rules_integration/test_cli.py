@@ -35,38 +35,31 @@ def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_r11_rules_commands_share_validation_and_exit_2_on_bad_input(cli) -> None:  # type: ignore[no-untyped-def]
-    listed = cli("rules", "list")
-    assert all(name in listed for name in SEEDED)
+    bad = cli("rules", "add", "--name", "Bad", "--scope", "tool:", "--text", "x", code=2)
+    assert "invalid rule" in bad and "name:" in bad and "scope:" in bad
     added = cli("rules", "add", "--name", "no_shouting", "--scope", "text", "--condition",
                 "[A-Z]{12}", "--text", "Do not shout.", "--when", "telegram,trusted",
                 "--repeat", "after:2")
     assert "created" in added and "no_shouting" in added
-    rules = {r["name"]: r for r in json.loads(cli("rules", "list", "--json"))["rules"]}
-    assert rules["no_shouting"]["when"] == ["telegram", "trusted"]
-    assert rules["no_shouting"]["repeat"] == "after:2"
-    bad = cli("rules", "add", "--name", "Bad", "--scope", "tool:", "--text", "x", code=2)
-    assert "invalid rule" in bad and "name:" in bad and "scope:" in bad
     assert "already exists" in cli("rules", "add", "--name", "no_shouting", "--scope", "text",
                                    "--text", "x", code=2)
     assert "repeat" in cli("rules", "edit", "no_shouting", "--repeat", "after:0", code=2)
     assert "nothing to change" in cli("rules", "edit", "no_shouting", code=2)
     cli("rules", "edit", "no_shouting", "--text", "Please do not shout.", "--disabled",
         "--when", "")
-    rule = {r["name"]: r for r in json.loads(cli("rules", "list", "--json"))["rules"]}[
-        "no_shouting"]
-    assert (rule["text"], rule["enabled"], rule["when"]) == ("Please do not shout.", False, [])
+    rules = {r["name"]: r for r in json.loads(cli("rules", "list", "--json"))["rules"]}
+    assert set(rules) == {*SEEDED, "no_shouting"}
+    rule = rules["no_shouting"]
+    assert (rule["text"], rule["enabled"], rule["when"], rule["repeat"]) == (
+        "Please do not shout.", False, [], "after:2")
     fires = cli("rules", "test", "telegram_reply_tail", "--text", "See you.", "--env", "telegram")
     assert "fires" in fires and "does not fire" not in fires
-    quiet = cli("rules", "test", "telegram_reply_tail", "--text", "See you. ↩ #7")
-    assert "does not fire" in quiet
     target = cli("rules", "test", "write_diff_over_write_file", "--arguments",
                  '{ "path" : "a.txt" }')
     assert '{"path":"a.txt"}' in target
     cli("rules", "rm", "no_shouting")
-    assert "no stream rule named" in cli("rules", "rm", "no_shouting", code=2)
-    stats = json.loads(cli("stats", "--json"))
-    assert sorted(r["rule"] for r in stats["rules"]) == sorted(SEEDED)
-    assert "stream rules" in cli("stats")
+    table = cli("stats")
+    assert all(name in table for name in SEEDED) and "no_shouting" not in table
 
 
 def test_r11_demo_runs_offline_on_a_fresh_data_dir(tmp_path: Path) -> None:
