@@ -136,6 +136,7 @@ def _register_groups() -> None:
     from evacore.cli import rules as _rules; app.add_typer(_rules.app, name="rules")  # noqa: E702
     from evacore.cli import stats as _stats; app.command("stats")(_stats.stats)  # noqa: E702
     from evacore.cli import demo as _demo; app.command("demo")(_demo.demo)  # noqa: E702
+    from evacore.cli import bench as _bench; app.command("bench")(_bench.bench)  # noqa: E702
 
 
 _register_groups()

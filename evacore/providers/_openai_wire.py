@@ -170,12 +170,20 @@ async def parse_openai_stream(
         if data == "[DONE]":
             done = True
             break
-        chunk = parse_json_object(data, "stream event")
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            chunk = None
+        if not isinstance(chunk, dict):
+            chunk = parse_json_object(data, "stream event")  # raises the protocol error
         if chunk.get("error"):
             raise stream_error(conn, chunk["error"])
-        if isinstance(chunk.get("model"), str) and chunk["model"]:
-            model = chunk["model"]
-        usage = usage_from(chunk.get("usage")) or usage
+        name = chunk.get("model")
+        if name and isinstance(name, str):
+            model = name
+        raw_usage = chunk.get("usage")
+        if raw_usage is not None:
+            usage = usage_from(raw_usage) or usage
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue

@@ -49,6 +49,13 @@ class SSEDecoder:
             if line.startswith("data:"):  # the hot path
                 self._data.append(line[6:] if line[5:6] == " " else line[5:])
                 continue
+            if not line and self._data:  # the blank line that ends an event
+                data = self._data
+                out.append(SSEEvent(self._event or "message",
+                                    data[0] if len(data) == 1 else "\n".join(data), self._id))
+                self._event = ""
+                self._data = []
+                continue
             event = self._line(line)
             if event is not None:
                 out.append(event)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import codecs
 import email.utils
+import importlib.util
 import math
 import random
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
@@ -38,6 +40,17 @@ log = structlog.get_logger(__name__)
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 _BACKOFF_CEILING = 8.0
+
+
+def _remember_missing_sniffio() -> None:
+    """httpcore runs `import sniffio` on every request and falls back to asyncio when it is
+    missing; a failed import is not cached, so each one searches sys.path again (about 2 ms
+    a request). Record the absence once so the import fails at once."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+_remember_missing_sniffio()
 
 
 def make_http_client() -> httpx.AsyncClient:
@@ -86,9 +99,9 @@ class Deadlines:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
 
-    def arm(self, until: float, which: str) -> None:
+    def arm(self, until: float, which: str, task: asyncio.Task[Any] | None = None) -> None:
         self._guard_until, self._guard_which = until, which
-        self._task = asyncio.current_task()
+        self._task = task or asyncio.current_task()
         if self._timer is None or self._timer_at > until:
             if self._timer is not None:
                 self._timer.cancel()
@@ -161,7 +174,7 @@ async def within(aw: Awaitable[T], dl: Deadlines, conn: Connection) -> T:
     task = asyncio.current_task()
     cancelling = task.cancelling() if task is not None else 0
     dl.expired = None
-    dl.arm(time.monotonic() + wait, which)
+    dl.arm(time.monotonic() + wait, which, task)
     try:
         return await aw
     except asyncio.CancelledError:
@@ -294,18 +307,37 @@ async def read_body(response: httpx.Response, dl: Deadlines, conn: Connection) -
 async def sse_events(
     response: httpx.Response, dl: Deadlines, conn: Connection
 ) -> AsyncIterator[SSEEvent]:
-    """SSE events of a streaming response, each read under the deadline that applies."""
+    """SSE events of a streaming response, each read under the deadline that applies.
+
+    The hot path of a relayed answer: one read per network chunk, guarded inline (what
+    `within` does, without a coroutine per read). An unencoded body is read raw, skipping
+    httpx's decoder layer.
+    """
     decoder = SSEDecoder()
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    chunks = response.aiter_bytes().__aiter__()
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
+    chunks = (response.aiter_bytes() if encoded else response.aiter_raw()).__aiter__()
+    task = asyncio.current_task()
     while True:
+        wait, which = dl.next_wait()
+        if wait <= 0:
+            raise timeout_error(conn, which)
+        cancelling = task.cancelling() if task is not None else 0
+        dl.expired = None
+        dl.arm(time.monotonic() + wait, which, task)
         try:
-            chunk = await within(anext(chunks), dl, conn)
+            chunk = await anext(chunks)
         except StopAsyncIteration:
             break
-        for event in decoder.feed(utf8.decode(chunk)):
+        except asyncio.CancelledError:
+            if dl.expired is not None and task is not None and task.uncancel() <= cancelling:
+                raise timeout_error(conn, dl.expired) from None
+            raise
+        finally:
+            dl.disarm()
+        for event in decoder.feed(decode(chunk)):
             yield event
-    for event in decoder.feed(utf8.decode(b"", final=True)) + decoder.flush():
+    for event in decoder.feed(decode(b"", final=True)) + decoder.flush():
         yield event
 
 

@@ -1,0 +1,190 @@
+"""Processes for the relay benchmark: CPU pinning, the evacore server and the fake upstream as
+child processes, their CPU time and RSS read from /proc, and the load client run.
+
+Must not: bind anything but loopback, or leave a child running: every child is started in its
+own session and ended by its own process id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Self
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pinning() -> tuple[list[str], list[str], str]:
+    """(server prefix, load prefix, note): `taskset -c 0` / `-c 1` when there are 2+ CPUs."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) >= 2 and shutil.which("taskset"):
+        a, b = cpus[0], cpus[1]
+        return (["taskset", "-c", str(a)], ["taskset", "-c", str(b)],
+                f"evacore pinned to CPU {a}; load client and fake upstream pinned to CPU {b}")
+    return [], [], "not pinned (fewer than 2 CPUs or no taskset): figures are less clean"
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the whole process (all threads), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_bytes(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+
+
+def settle(pid: int, *, quiet: float = 0.05, window: float = 0.5, limit: float = 30.0) -> None:
+    """Wait until the process uses less than `quiet` of a core over `window` seconds
+    (the tail of a scenario: aborted tours being saved), at most `limit` seconds."""
+    deadline = time.monotonic() + limit
+    last = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(window)
+        now = cpu_seconds(pid)
+        if now - last < quiet * window:
+            return
+        last = now
+
+
+class RssPeak:
+    """Samples a process's RSS every `interval` seconds in a thread; `peak` is the maximum."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, rss_bytes(self.pid))
+            except OSError:
+                return
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+class Child:
+    """A child process in its own session with its output in a log file."""
+
+    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.argv, self.log, self.env = argv, log, env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        """The measured process: taskset execs the command, so the pid is the program's."""
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> Self:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=out,
+                                         start_new_session=True)
+        return self
+
+    def wait_http(self, url: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[-4:]} exited early:\n{self.tail()}")
+            try:
+                httpx.get(url, timeout=1)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{url} did not answer within {timeout:g} s:\n{self.tail()}")
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def error_lines(self, limit: int = 3) -> list[str]:
+        """The last distinct error lines of the log (each cut to 300 characters)."""
+        if not self.log.exists():
+            return []
+        seen: list[str] = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            low = line.lower()
+            if ('"error"' in low or "traceback" in low or "exception" in low) \
+                    and line[:300] not in seen:
+                seen.append(line[:300])
+        return seen[-limit:]
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def upstream(prefix: list[str], folder: Path, tokens: int, delay_ms: float) -> tuple[Child, str]:
+    """The fast fake upstream (bench/fake_upstream.py) as a pinned child; returns its /v1 URL."""
+    port = free_port()
+    child = Child([*prefix, sys.executable, str(HERE / "fake_upstream.py"), "--port", str(port),
+                   "--tokens", str(tokens), "--delay-ms", str(delay_ms)],
+                  folder / f"upstream-{port}.log").start()
+    child.wait_http(f"http://127.0.0.1:{port}/")
+    return child, f"http://127.0.0.1:{port}/v1"
+
+
+def server(prefix: list[str], folder: Path, token: str) -> tuple[Child, str]:
+    """`python -m evacore serve` as a pinned child on a fresh SQLite data dir."""
+    port = free_port()
+    data = folder / "data"
+    env = {**os.environ, "EVACORE_DATA_DIR": str(data),
+           "EVACORE_DATABASE_URL": f"sqlite+aiosqlite:///{data / 'evacore.db'}",
+           "EVACORE_MASTER_TOKEN": token, "EVACORE_LOG_LEVEL": "WARNING",
+           "EVACORE_LOG_FORMAT": "json"}
+    child = Child([*prefix, sys.executable, "-m", "evacore", "serve", "--port", str(port)],
+                  folder / "server.log", env).start()
+    url = f"http://127.0.0.1:{port}"
+    child.wait_http(url + "/v1/health")
+    return child, url
+
+
+def load(prefix: list[str], plan: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run the load client (bench/_relay_client.py) pinned, the plan on stdin; its JSON result."""
+    done = subprocess.run([*prefix, sys.executable, str(HERE / "_relay_client.py"), "-"],
+                          input=json.dumps(plan).encode(), capture_output=True, timeout=timeout,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"load client failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    return json.loads(done.stdout)

@@ -1,0 +1,191 @@
+"""The benchmark runner behind `evacore bench`: finds `bench_<name>.py` modules, runs each
+one's `run(quick)`, keeps the rows per benchmark in `results.json` and renders RESULTS.md.
+
+Must not: measure anything itself or judge figures: each module returns its own rows
+(`bench, metric, value, unit, target, met, note`) and decides what a target is.
+
+    python bench/runner.py [NAME ...] [--quick] [--output PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import _report
+
+ROW_KEYS = ("bench", "metric", "value", "unit", "target", "met", "note")
+
+
+class UnknownBench(LookupError):
+    """A benchmark name with no `bench_<name>.py` in the bench folder."""
+
+
+@dataclass
+class BenchRun:
+    """One benchmark's outcome: its rows, how long it took, and its error if it failed."""
+
+    name: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+    explanation: str = ""
+    about: str = ""
+
+    @property
+    def missed(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("met") is False]
+
+
+def discover(bench_dir: Path) -> dict[str, Path]:
+    """`bench_<name>.py` files of the folder by name, sorted."""
+    return {p.stem.removeprefix("bench_"): p for p in sorted(bench_dir.glob("bench_*.py"))
+            if p.is_file() and p.stem != "bench_"}
+
+
+def load(path: Path) -> ModuleType:
+    """Import one benchmark module by path (the bench folder is not a package)."""
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(f"evacore_bench_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(spec.name, None)
+        raise
+    return module
+
+
+def _clean(row: Any, name: str) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise TypeError(f"bench {name!r} returned a row that is not a dict: {row!r}")
+    out = {key: row.get(key) for key in ROW_KEYS}
+    out["bench"] = out["bench"] or name
+    value = out["value"]
+    if isinstance(value, float) and not math.isfinite(value):
+        out["value"] = None
+    elif value is not None and not isinstance(value, bool | int | float | str):
+        out["value"] = float(value)  # numpy scalars and the like
+    if out["met"] is not None:
+        out["met"] = bool(out["met"])
+    return out
+
+
+def run_one(name: str, path: Path, quick: bool) -> BenchRun:
+    """Run one module; an exception becomes the run's error, never the runner's."""
+    started = time.perf_counter()
+    result = BenchRun(name)
+    try:
+        module = load(path)
+        result.about = " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
+        rows = module.run(quick=quick)
+        result.rows = [_clean(row, name) for row in rows]
+        explain = getattr(module, "explain", None)
+        if callable(explain):
+            result.explanation = str(explain(result.rows) or "").strip()
+    except Exception as exc:  # noqa: BLE001 - one broken bench must not stop the others
+        tail = traceback.format_exc(limit=4).strip().splitlines()[-12:]
+        result.error = f"{type(exc).__name__}: {exc}\n" + "\n".join(tail)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def select(bench_dir: Path, names: list[str] | None) -> dict[str, Path]:
+    found = discover(bench_dir)
+    if not names:
+        return found
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise UnknownBench(f"unknown benchmark(s): {', '.join(unknown)}; "
+                           f"available: {', '.join(found) or '(none)'}")
+    return {n: found[n] for n in names}
+
+
+def run_all(bench_dir: Path, names: list[str] | None = None, *, quick: bool = False,
+            progress: Callable[[str, BenchRun | None], None] | None = None) -> list[BenchRun]:
+    """Run the selected benchmarks in name order; `progress(name, None)` before each one
+    and `progress(name, run)` after it."""
+    runs = []
+    for name, path in select(bench_dir, names).items():
+        if progress:
+            progress(name, None)
+        run = run_one(name, path, quick)
+        runs.append(run)
+        if progress:
+            progress(name, run)
+    return runs
+
+
+def default_output(bench_dir: Path, quick: bool) -> Path:
+    """RESULTS.md for full runs; quick runs go elsewhere so they never replace it."""
+    return bench_dir / ("RESULTS.quick.md" if quick else "RESULTS.md")
+
+
+def store(runs: list[BenchRun], output: Path, *, command: str, quick: bool) -> Path:
+    """Merge the runs into `<output stem>.json` next to `output` (benchmarks not run this
+    time keep their last figures) and write the Markdown rendering to `output`."""
+    data_path = output.with_suffix(".json")
+    try:
+        saved: dict[str, Any] = json.loads(data_path.read_text()) if data_path.exists() else {}
+    except (OSError, ValueError):
+        saved = {}
+    sections: dict[str, Any] = saved.get("benches", {}) if isinstance(saved, dict) else {}
+    machine = _report.machine()
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    for run in runs:
+        sections[run.name] = {"rows": run.rows, "seconds": round(run.seconds, 2),
+                              "error": run.error, "explanation": run.explanation, "about": run.about,
+                              "command": command, "date": date, "quick": quick,
+                              "machine": machine}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    data_path.write_text(json.dumps({"benches": dict(sorted(sections.items()))}, indent=1,
+                                    ensure_ascii=False) + "\n")
+    output.write_text(_report.markdown(dict(sorted(sections.items())), command=command,
+                                       date=date, machine=machine))
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run evacore's benchmarks.")
+    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
+    parser.add_argument("--quick", action="store_true", help="small smoke variant")
+    parser.add_argument("--output", type=Path, default=None, help="Markdown file to write")
+    args = parser.parse_args(argv)
+    try:
+        runs = run_all(HERE, args.names or None, quick=args.quick,
+                       progress=lambda n, r: print(f"{n}: running…" if r is None else
+                                                   f"{n}: {r.seconds:.1f} s", flush=True))
+    except UnknownBench as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    command = "python bench/runner.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    out = store(runs, args.output or default_output(HERE, args.quick), command=command.strip(),
+                quick=args.quick)
+    for run in runs:
+        print(_report.text_table(run))
+    print(f"wrote {out}")
+    return 1 if any(r.error for r in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

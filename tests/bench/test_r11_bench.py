@@ -1,0 +1,119 @@
+"""R11 `evacore bench`: discovery by file name, RESULTS.md with targets met or missed, figures
+of benchmarks not run kept, quick runs kept apart, and a real quick smoke run of the relay."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from evacore.cli import app
+from evacore.cli.bench import default_bench_dir
+
+BENCH = default_bench_dir()
+
+_ALPHA = '''"""Alpha: a benchmark made for the runner's tests.
+
+Must not: measure anything.
+"""
+VALUE = {value}
+
+
+def run(quick: bool = False) -> list[dict]:
+    return [
+        {{"bench": "alpha", "metric": "speed", "value": VALUE, "unit": "x", "target": ">= 2",
+          "met": VALUE >= 2, "note": "quick" if quick else "full"}},
+        {{"bench": "alpha", "metric": "size", "value": 12345.678, "unit": "B", "target": None,
+          "met": None, "note": "a | pipe"}},
+    ]
+
+
+def explain(rows: list[dict]) -> str:
+    return "alpha is limited by " + str(rows[0]["value"])
+'''
+
+_BOOM = '''"""Boom: always fails."""
+
+
+def run(quick: bool = False) -> list[dict]:
+    raise RuntimeError("the boom benchmark broke")
+'''
+
+
+def _bench_dir(tmp_path: Path, value: float = 1.5) -> Path:
+    folder = tmp_path / "bench"
+    folder.mkdir(exist_ok=True)
+    for name in ("runner.py", "_report.py"):
+        shutil.copy(BENCH / name, folder / name)
+    (folder / "bench_alpha.py").write_text(_ALPHA.format(value=value))
+    (folder / "bench_boom.py").write_text(_BOOM)
+    (folder / "helper.py").write_text("raise SystemExit('not a benchmark')\n")
+    return folder
+
+
+def test_r11_bench_writes_results_with_targets_and_keeps_failures(tmp_path: Path) -> None:
+    folder = _bench_dir(tmp_path)
+    out = tmp_path / "out" / "R.md"
+    result = CliRunner().invoke(app, ["bench", "--bench-dir", str(folder), "--output", str(out)])
+    assert result.exit_code == 1, result.output  # one benchmark failed
+    text = out.read_text()
+    assert "## alpha" in text and "## boom" in text and "helper" not in text
+    assert "| speed | 1.50 | x | >= 2 | **missed** | full |" in text
+    assert "| size | 12,346 | B |  |  | a \\| pipe |" in text
+    assert "### What limits it\n\nalpha is limited by 1.5" in text
+    assert "RuntimeError: the boom benchmark broke" in text
+    assert "## Machine" in text and "usable cores" in text
+
+    # Running one benchmark again replaces its figures and keeps the others' last ones.
+    (folder / "bench_alpha.py").write_text(_ALPHA.format(value=3))
+    again = CliRunner().invoke(app, ["bench", "alpha", "--bench-dir", str(folder),
+                                     "--output", str(out)])
+    assert again.exit_code == 0, again.output
+    text = out.read_text()
+    assert "| speed | 3 | x | >= 2 | met | full |" in text
+    assert "RuntimeError: the boom benchmark broke" in text
+    assert f"`evacore bench alpha --bench-dir {folder} --output {out}` — " in text
+
+
+def test_r11_bench_quick_runs_never_replace_results_md(tmp_path: Path) -> None:
+    folder = _bench_dir(tmp_path, value=2)
+    result = CliRunner().invoke(app, ["bench", "alpha", "--quick", "--bench-dir", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert not (folder / "RESULTS.md").exists()
+    text = (folder / "RESULTS.quick.md").read_text()
+    assert "| speed | 2 | x | >= 2 | met | quick |" in text and "(quick variant)" in text
+
+
+def test_r11_bench_lists_and_rejects_unknown_names(tmp_path: Path) -> None:
+    folder = _bench_dir(tmp_path)
+    listed = CliRunner().invoke(app, ["bench", "--list", "--bench-dir", str(folder)])
+    assert listed.exit_code == 0 and listed.output.split() == ["alpha", "boom"]
+    unknown = CliRunner().invoke(app, ["bench", "nope", "--bench-dir", str(folder)])
+    assert unknown.exit_code == 2
+    assert "unknown benchmark(s): nope" in unknown.output and "alpha, boom" in unknown.output
+
+
+def test_r11_bench_without_a_bench_folder_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "--bench-dir", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert "no benchmark folder" in result.output and "--bench-dir" in result.output
+
+
+def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> None:
+    """The shipped benchmarks still run: the relay through a real `evacore serve` and the
+    plugin dispatcher, quick variants, written to a temporary file."""
+    results = BENCH / "RESULTS.md"
+    before = results.read_bytes() if results.exists() else None
+    out = tmp_path / "RESULTS.md"
+    result = CliRunner().invoke(app, ["bench", "relay", "dispatch", "--quick",
+                                      "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "## relay" in text and "## dispatch" in text
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1]
+            for line in text.splitlines() if line.startswith("| ")}
+    assert rows["s1_evacore_errors"] == "0" and rows["s1_direct_errors"] == "0"
+    assert float(rows["s1_cpu_us_per_token"].replace(",", "")) > 0
+    assert float(rows["rss_idle_mb"].replace(",", "")) > 10
+    assert (results.read_bytes() if results.exists() else None) == before
