@@ -56,7 +56,7 @@ MAX_QUERY_TERMS = 24
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens, split like SQLite's unicode61 and PostgreSQL's `simple`."""
-    return [w.casefold() for w in _WORD.findall(text)]
+    return _WORD.findall(text.casefold())
 
 
 @dataclass(frozen=True, slots=True)

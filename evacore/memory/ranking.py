@@ -15,6 +15,8 @@ Must not: query storage; it scores candidates it is given, the same way on every
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +75,8 @@ def lexical_score(terms: list[Term], text: str, idfs: dict[str, float],
         return 0.0
     tokens = words(text)
     length = len(tokens) or 1
+    counts = Counter(tokens)
+    vocabulary = sorted(counts) if any(t.prefix for t in terms) else []
     norm = K1 * (1 - B + B * length / max(avg_terms, 1.0))
     got: dict[int, float] = {}
     best: dict[int, float] = {}
@@ -81,7 +85,7 @@ def lexical_score(terms: list[Term], text: str, idfs: dict[str, float],
         w = idfs.get(term.text, 0.0)
         best[term.group] = best.get(term.group, 0.0) + w
         weight[term.group] = term.weight
-        tf = sum(1 for token in tokens if term.matches(token))
+        tf = _prefix_count(vocabulary, counts, term.text) if term.prefix else counts[term.text]
         if tf:
             got[term.group] = got.get(term.group, 0.0) + w * tf * (K1 + 1) / (tf + norm)
     total = sum(weight[g] for g in best if best[g] > 0)
@@ -89,6 +93,16 @@ def lexical_score(terms: list[Term], text: str, idfs: dict[str, float],
         return 0.0
     return sum(weight[g] * min(1.0, got.get(g, 0.0) / best[g])
                for g in best if best[g] > 0) / total
+
+
+def _prefix_count(vocabulary: list[str], counts: Counter[str], prefix: str) -> int:
+    """Occurrences of words starting with `prefix` (vocabulary sorted)."""
+    i = bisect_left(vocabulary, prefix)
+    total = 0
+    while i < len(vocabulary) and vocabulary[i].startswith(prefix):
+        total += counts[vocabulary[i]]
+        i += 1
+    return total
 
 
 def recency(age_turns: float, half_life: float, weight: float) -> float:
