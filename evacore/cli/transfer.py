@@ -40,6 +40,9 @@ err = Console(stderr=True)
 class ImportSummary:
     results: list[FileResult]
     seconds: float
+    """Time spent importing the files (after the core started)."""
+    startup_seconds: float = 0.0
+    """Time to open the database and start the core."""
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
@@ -66,8 +69,9 @@ async def run_import(paths: list[Path], settings: Settings, *,
     from evacore.importing.batch import Importer, collect_files
 
     files = collect_files(paths)
-    started = time.perf_counter()
+    begin = time.perf_counter()
     core = await _core(settings)
+    started = time.perf_counter()
     try:
         with _progress(out or err) as progress:
             task = progress.add_task("importing", total=len(files), current="")
@@ -78,7 +82,7 @@ async def run_import(paths: list[Path], settings: Settings, *,
             results = await Importer(core).run(files, tick)
     finally:
         await core.aclose()
-    return ImportSummary(results, time.perf_counter() - started)
+    return ImportSummary(results, time.perf_counter() - started, started - begin)
 
 
 def _where(path: Path, roots: list[Path]) -> str:

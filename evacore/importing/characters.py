@@ -15,6 +15,7 @@ from typing import Any, Literal
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from evacore.domain.ids import new_id
 from evacore.errors import ImportInvalid, InvalidInput
 from evacore.formats.cards import (
     Card,
@@ -87,11 +88,10 @@ async def store_card(session: AsyncSession, card: Card) -> StoredCharacter:
     """Insert a character row, its asset rows and its book (as a linked lorebook)."""
     data, book = split_book(card)
     character = Character(
-        name=column_text(card.name, 300) or "Unnamed", spec=card.spec, data=data,
+        id=new_id(), name=column_text(card.name, 300) or "Unnamed", spec=card.spec, data=data,
         extra_top=dict(card.extra_top), image=card.image,
     )
     session.add(character)
-    await session.flush()
     session.add_all(_asset_rows(card, character.id))
     await session.flush()
     stored = StoredCharacter(character, warnings=list(card.warnings))

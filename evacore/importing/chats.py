@@ -109,7 +109,7 @@ def _message_rows(chat_id: str, st: StChat, warnings: list[str]
         created = last = m.created_at or last
         row = Message(
             id=message_id, chat_id=chat_id, position=position, role=m.role,
-            name=checked_name(m.name, 300, f"the name of {where}"),
+            name=checked_name(nul_free(m.name, warnings, where), 300, f"the name of {where}"),
             content=nul_free(m.content, warnings, where), hidden=m.is_hidden, images=[],
             created_at=created,
             extra={"st": {"extra": m.extra, "other": m.other, "key_order": list(m.key_order),

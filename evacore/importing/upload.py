@@ -24,6 +24,7 @@ MAX_FIELD_BYTES = 64 * 1024
 UPLOAD_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["file"],
+    "additionalProperties": False,
     "properties": {"file": {"type": "string", "format": "binary"}},
 }
 

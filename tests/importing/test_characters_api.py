@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import zipfile
 
 import httpx
@@ -197,3 +198,34 @@ async def test_r8_2_guests_read_but_only_trusted_import(client: httpx.AsyncClien
     assert (await client.delete(f"/v1/characters/{cid}", headers=guest)).status_code == 403
     r = await client.patch(f"/v1/characters/{cid}", json={"data": {"name": "H"}}, headers=guest)
     assert r.status_code == 403
+
+
+def _random_json(rng: random.Random, depth: int = 0) -> object:
+    roll = rng.random()
+    if depth > 3 or roll < 0.45:
+        return rng.choice([None, True, 0, -1, 2**63, 1.5, "", "x\u0000y", "\U0001f319",
+                           "{{user}}", rng.randbytes(4).hex()])
+    if roll < 0.7:
+        return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(["a", "name", "tags", "extensions", "first_mes"]): _random_json(
+        rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+async def test_r8_2_random_edits_never_break_the_server(client: httpx.AsyncClient) -> None:
+    """Arbitrary JSON in PATCH: a 200 leaves a card that still exports, any error is a 4xx."""
+    body = await _import(client, json.dumps(v3_card(name="Fuzz")).encode(), "f.json")
+    url = f"/v1/characters/{body['id']}"
+    rng = random.Random(2024)
+    fields = ["name", "description", "tags", "alternate_greetings", "extensions", "nickname",
+              "creator_notes_multilingual", "character_version", "first_mes", "mystery"]
+    statuses = set()
+    for _ in range(60):
+        patch = {rng.choice(fields): _random_json(rng) for _ in range(rng.randint(1, 3))}
+        r = await client.patch(url, json={"data": patch})
+        statuses.add(r.status_code)
+        assert r.status_code < 500, (patch, r.text)
+        if r.status_code == 200:
+            for fmt in ("json", "png"):
+                exported = await client.get(f"{url}/export", params={"format": fmt})
+                assert exported.status_code == 200, (patch, exported.text)
+    assert statuses == {200, 422}

@@ -134,3 +134,24 @@ async def test_r8_2_malformed_presets_and_chats_store_nothing(
                           data={"character_id": "nope"})
     assert r.status_code == 422
     assert await row_counts(core) == before
+
+
+async def test_r8_2_odd_but_valid_text_is_stored_on_every_backend(
+        client: httpx.AsyncClient) -> None:
+    """NUL characters and astral-plane text: fine in JSON columns, replaced in text columns."""
+    card = v3_card(name="Nul\u0000Name", description="a\u0000b \U0001f319",
+                   character_book={"entries": [{"keys": ["k\u0000"], "content": "c\u0000"}]})
+    r = await client.post("/v1/characters", files={"file": ("c.json", json.dumps(card).encode())})
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == "NulName" and r.json()["data"]["description"] == "a\u0000b \U0001f319"
+    header = {"user_name": "U\u0000", "character_name": "C", "chat_metadata": {"x": "\u0000"}}
+    lines = [header, {"name": "C\u0000", "is_user": False, "mes": "hi\u0000there",
+                      "extra": {"note": "\u0000"}}]
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    r = await client.post("/v1/chats/import", files={"file": ("c.jsonl", body)})
+    assert r.status_code == 201, r.text
+    assert r.json()["warnings"]
+    msgs = (await client.get(f"/v1/chats/{r.json()['id']}/messages")).json()["messages"]
+    assert msgs[0]["content"] == "hi\ufffdthere" and msgs[0]["name"] == "C\ufffd"
+    exported = (await client.get(f"/v1/chats/{r.json()['id']}/export")).content
+    assert json.loads(exported.split(b"\n")[0])["chat_metadata"] == {"x": "\u0000"}

@@ -61,7 +61,7 @@ async def import_character(request: Request, who: Trusted, core: CoreDep) -> dic
 @router.get("/characters")
 async def list_characters(
     who: AnyUser, session: SessionDep, limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> dict[str, Any]:
     rows = await repo.list_characters(session, limit=limit, offset=offset)
     return {"characters": [repo.character_summary(c) for c in rows],

@@ -72,7 +72,7 @@ async def create_persona(body: PersonaIn, who: AnyUser, session: SessionDep) -> 
 @router.get("/personas")
 async def list_personas(
     who: AnyUser, session: SessionDep, limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> dict[str, Any]:
     stmt = select(Persona)
     count = select(func.count()).select_from(Persona)

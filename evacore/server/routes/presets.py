@@ -62,7 +62,7 @@ async def create_preset(body: PresetIn, who: Trusted, session: SessionDep) -> di
 @router.get("/presets")
 async def list_presets(who: AnyUser, session: SessionDep, kind: Kind | None = None,
                        limit: int = Query(1000, ge=1, le=10_000),
-                       offset: int = Query(0, ge=0)) -> dict[str, Any]:
+                       offset: int = Query(0, ge=0, le=1_000_000_000)) -> dict[str, Any]:
     rows = await repo.list_presets(session, kind, limit=limit, offset=offset)
     return {"presets": [repo.preset_json(p, with_data=False) for p in rows]}
 
