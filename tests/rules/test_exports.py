@@ -14,6 +14,7 @@ def test_rules_public_names_all_import() -> None:
         "model",
         "probe",
         "seeds",
+        "service",
         "target",
         "telemetry",
     }
