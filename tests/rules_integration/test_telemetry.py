@@ -93,6 +93,29 @@ async def test_r6_11_failed_tour_keeps_its_firing_records(client: httpx.AsyncCli
     assert (await fired(client))["t_soft"] == (1, 0)
 
 
+async def test_r6_11_aborted_tour_keeps_its_firing_records(
+    client: httpx.AsyncClient, core: Core
+) -> None:
+    from evacore.domain.roles import env_for_role
+    from evacore.pipeline.tour import Tour
+
+    chat = await new_chat(client, [{"step": 1, "delay": 30, "text": "never"},
+                                   {"step": 0, "text": "writing", "tool_calls": [WRITE]}])
+    master = (await client.get("/v1/me")).json()["id"]
+    tour = Tour(chat_id=chat, user_id=master, role="master", env=env_for_role("master"),
+                input_text="go")
+    manager = core.services["tours"]
+    task = manager.start(tour)
+    async for name, _ in tour.events:
+        if name == "tool_result":  # the soft rule has fired; the next step waits upstream
+            await manager.abort(tour.id)
+    await task
+    assert tour.status == "aborted"
+    async with core.session() as s:
+        rows = await store.firings_of_tour(s, tour.id)
+    assert [r["rule"] for r in rows] == ["write_diff_over_write_file"]
+
+
 async def test_r6_4_bad_regex_in_the_database_is_skipped_and_tours_go_on(
     client: httpx.AsyncClient, core: Core, capsys: pytest.CaptureFixture[str]
 ) -> None:
