@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from evacore.pipeline.stages.token_count import count_prompt
+from evacore.pipeline.stages.token_count import count_prompt, frame_of
 from evacore.shift import FitAnchor, FitItem, fit
 
 if TYPE_CHECKING:
@@ -40,6 +40,9 @@ def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[s
             group=el.group, order=i, priority=el.priority,
             history_index=int(position) if position is not None else None,
         ))
+    # the format's fixed cost (reply priming; a text template's frame) is sent too
+    items.append(FitItem(id="(format)", tokens=frame_of(tour).fixed, kind="other",
+                         protected=True, order=-1))
     chunk = core.settings.context.shift_chunk
     result = fit(items, budget_of(tour), chunk=chunk, anchor=anchor)
     removed = []

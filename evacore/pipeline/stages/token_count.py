@@ -2,12 +2,14 @@
 
 Must not: remove anything (stage 7 does). Counts are cached per (profile, text) in one
 process-wide cache, so recounting after interceptors costs only what changed. Each
-element's count includes the chat format's per-message overhead.
+element's count includes the format's per-message overhead: role markers in chat mode,
+the instruct template's sequences in text mode (whose fixed frame is counted once).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evacore.logs import get_logger
@@ -25,6 +27,40 @@ MESSAGE_OVERHEAD = 3
 """Tokens a chat format spends around each message (role markers)."""
 REPLY_PRIMING = 3
 IMAGE_TOKENS = 85
+TEXT_KINDS = ("openai-text", "kobold")
+_STORY_IDS = frozenset({"main", "persona", "card.description", "card.personality",
+                        "card.scenario"})
+_STORY_FIELDS = ("system", "description", "personality", "scenario", "persona", "wiBefore",
+                 "wiAfter", "loreBefore", "loreAfter")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the prompt format costs besides the elements' text: per element by role, per
+    example line, and once per prompt (reply priming; in text mode the story string's own
+    text, chat start and the generation line)."""
+
+    user: int = MESSAGE_OVERHEAD
+    assistant: int = MESSAGE_OVERHEAD
+    system: int = MESSAGE_OVERHEAD
+    story: int = MESSAGE_OVERHEAD
+    """Elements that go into a text template's story string (no turn of their own)."""
+    example_line: int = 0
+    """Text mode: each example line is a turn of its own."""
+    separator: int = 0
+    fixed: int = REPLY_PRIMING
+
+    def overhead(self, el: Element) -> int:
+        if el.kind == "examples" and self.example_line:
+            lines = sum(1 for line in el.text.splitlines() if line.strip())
+            return self.separator + self.example_line * max(1, lines)
+        if el.id in _STORY_IDS or (el.kind == "lore" and el.meta.get("position")
+                                   in ("before_char", "after_char")):
+            return self.story
+        return {"user": self.user, "assistant": self.assistant}.get(el.role, self.system)
+
+
+CHAT_FRAME = Frame()
 
 
 def count_cache(core: Core) -> CountCache:
@@ -48,14 +84,70 @@ def profile_for(core: Core, tour: Tour) -> TokenizerProfile:
     except Exception as exc:  # noqa: BLE001 - a broken tokenizer must not break the chat
         log.warning("tokenizer.fallback", spec=conn.get("tokenizer"), error=str(exc))
         profile = _get_profile("heuristic")
+        tour.diagnostics.setdefault("tokens", {})["warning"] = (
+            f"tokenizer {conn.get('tokenizer')!r} could not load ({exc}); counted with the "
+            "heuristic instead")
     tour.data["tokenizer"] = profile
     tour.diagnostics.setdefault("tokens", {})["profile"] = profile.name
     return profile
 
 
-def _parts(el: Element) -> tuple[str, int]:
-    """The text to count and the fixed extras (images, name, tool calls)."""
-    extra = MESSAGE_OVERHEAD + (1 if el.name else 0)
+def frame_of(tour: Tour) -> Frame:
+    return tour.data.get("text_frame") or CHAT_FRAME
+
+
+async def text_frame(core: Core, tour: Tour) -> Frame:
+    """The instruct template's cost for a text connection, per role as stage 9 renders each
+    turn (sequence, the speaker's name when the template shows names, suffix; the longest
+    of the first/normal/last sequences); chat connections keep the chat overhead."""
+    conn = tour.data["connection"]
+    if conn["kind"] not in TEXT_KINDS:
+        return CHAT_FRAME
+    from evacore.errors import EvacoreError
+    from evacore.pipeline.stages.instruct import resolve_templates
+    from evacore.render import render_story_string
+
+    try:
+        instruct, context = await resolve_templates(core, conn)
+    except EvacoreError:  # stage 9 reports the unknown preset
+        return CHAT_FRAME
+    i = instruct
+    char = tour.data["character"].get("name") or "Assistant"
+    user = tour.data["persona"]["name"]
+    names = i.names_behavior == "always"
+
+    def count(text: str) -> int:
+        return count_text(core, tour, text) if text else 0
+
+    def turn(sequences: tuple[str, ...], suffix: str, name: str) -> int:
+        named = f"{name}: " if names and name else ""
+        return count(max(sequences, key=len) + "\n" + named + (suffix or "\n")) + 1
+
+    same = i.system_same_as_user or not i.system_sequence
+    story = render_story_string(
+        context, {key: "x" for key in _STORY_FIELDS} | {"char": char, "user": user},
+        instruct=instruct)
+    generation = max((i.output_sequence, i.last_output_sequence), key=len)
+    return Frame(
+        user=turn((i.input_sequence, i.first_input_sequence, i.last_input_sequence),
+                  i.input_suffix, user),
+        assistant=turn((i.output_sequence, i.first_output_sequence, i.last_output_sequence),
+                       i.output_suffix, char),
+        system=(turn((i.input_sequence,), i.input_suffix, "") if same else
+                turn((i.system_sequence, i.last_system_sequence), i.system_suffix, "")),
+        story=1,
+        example_line=max(turn((i.input_sequence,), i.input_suffix, ""),
+                         turn((i.output_sequence,), i.output_suffix, "")),
+        separator=count(context.example_separator) + 1 if context.example_separator else 0,
+        fixed=(REPLY_PRIMING + count(story) + count(i.story_string_prefix)
+               + count(i.story_string_suffix) + count(context.chat_start) + 1
+               + count(generation + "\n" + (f"{char}:" if names else "")) + 1),
+    )
+
+
+def _parts(el: Element, frame: Frame = CHAT_FRAME) -> tuple[str, int]:
+    """The text to count and the fixed extras (format overhead, images, name, tool calls)."""
+    extra = frame.overhead(el) + (1 if el.name else 0)
     if not isinstance(el.content, str):
         extra += IMAGE_TOKENS * sum(1 for p in el.content if p.get("type") == "image_url")
     text = el.text
@@ -70,12 +162,12 @@ def count_text(core: Core, tour: Tour, text: str) -> int:
 
 
 async def count_elements(core: Core, tour: Tour) -> int:
-    """Count elements without a count; returns the prompt's total."""
-    cache, profile = count_cache(core), profile_for(core, tour)
-    total = REPLY_PRIMING
+    """Count elements without a count; returns the prompt's total (frame included)."""
+    cache, profile, frame = count_cache(core), profile_for(core, tour), frame_of(tour)
+    total = frame.fixed
     for el in tour.prompt:
         if el.tokens is None:
-            text, extra = _parts(el)
+            text, extra = _parts(el, frame)
             el.tokens = await cached_count_async(cache, profile, text) + extra
         total += el.tokens
     return total
@@ -83,11 +175,11 @@ async def count_elements(core: Core, tour: Tour) -> int:
 
 def count_prompt(core: Core, tour: Tour) -> int:
     """Sync recount for code that cannot await (counts missing elements from the cache)."""
-    cache, profile = count_cache(core), profile_for(core, tour)
-    total = REPLY_PRIMING
+    cache, profile, frame = count_cache(core), profile_for(core, tour), frame_of(tour)
+    total = frame.fixed
     for el in tour.prompt:
         if el.tokens is None:
-            text, extra = _parts(el)
+            text, extra = _parts(el, frame)
             el.tokens = cached_count(cache, profile, text) + extra
         total += el.tokens
     return total
@@ -100,6 +192,8 @@ class TokenCount:
     async def run(self, core: Core, tour: Tour) -> None:
         cache = count_cache(core)
         hits = cache.hits
+        frame = tour.data["text_frame"] = await text_frame(core, tour)
         total = await count_elements(core, tour)
         d: dict[str, Any] = tour.diagnostics.setdefault("tokens", {})
-        d.update(prompt=total, elements=len(tour.prompt), cache_hits=cache.hits - hits)
+        d.update(prompt=total, elements=len(tour.prompt), cache_hits=cache.hits - hits,
+                 frame=frame.fixed)
