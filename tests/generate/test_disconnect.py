@@ -95,7 +95,7 @@ async def _assert_aborted_partial(api: httpx.AsyncClient, chat: str, tour_id: st
     assert len(v["content"]) < len(WORDS)  # the upstream stopped: not the whole answer
 
 
-@pytest.mark.parametrize("kind", ["openai-chat", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai-chat", "anthropic", "kobold"])
 async def test_r2_11_client_disconnect_closes_the_upstream_within_100ms(
     api: httpx.AsyncClient, kind: str
 ) -> None:
@@ -123,6 +123,9 @@ async def test_r2_11_client_disconnect_closes_the_upstream_within_100ms(
         assert lag < 0.1, f"upstream closed {lag * 1000:.0f} ms after the client left"
         assert tour_id is not None
         await _assert_aborted_partial(api, chat, tour_id, "".join(seen))
+        if kind == "kobold":  # KoboldCpp keeps generating unless told: it got an abort too
+            [generation] = fake.generation_requests
+            assert fake.aborted_genkeys == [generation.json["genkey"]]
 
 
 async def test_r2_11_client_leaving_before_the_first_token_closes_the_upstream(
@@ -187,3 +190,35 @@ async def test_r8_5_abort_during_a_stream_ends_it_with_an_aborted_error(
         await _assert_aborted_partial(api, chat, tour_id, text)
         msgs = (await api.get(f"/v1/chats/{chat}/messages")).json()["messages"]
         assert msgs[1]["variants"][0]["content"] == text  # stored exactly what was streamed
+
+
+async def test_r2_11_a_non_stream_client_that_gives_up_closes_the_upstream(
+    api: httpx.AsyncClient,
+) -> None:
+    with FakeUpstream("openai-chat") as fake:
+        chat = await _chat_on(api, fake)
+        fake.script.add(Reply(text=WORDS, token_delay=0.02))  # about 4 s of answer
+        waiting = asyncio.create_task(api.post(f"/v1/chats/{chat}/generate", json={
+            "message": {"content": "Count slowly."}, "stream": False}))
+        for _ in range(250):  # until the answer is on its way (bounded)
+            if fake.generation_requests:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and not fake.client_left.is_set()
+        gave_up_at = time.monotonic()
+        waiting.cancel()  # the client stops waiting: its connection closes
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert await fake.await_client_left(2.0), "the upstream request was never closed"
+        lag = fake.disconnect_times[0] - gave_up_at
+        assert lag < 0.1, f"upstream closed {lag * 1000:.0f} ms after the client left"
+        for _ in range(100):
+            msgs = (await api.get(f"/v1/chats/{chat}/messages")).json()["messages"]
+            if len(msgs) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert [m["role"] for m in msgs] == ["user", "assistant"]
+        [v] = msgs[1]["variants"]
+        assert v["status"] == "aborted" and WORDS.startswith(v["content"])
+        assert 0 < len(v["content"]) < len(WORDS)

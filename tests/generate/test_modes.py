@@ -199,3 +199,47 @@ async def test_r2_12_prefill_is_sent_on_the_first_step_only(
     # the first step's text (prefill included) went back as the assistant turn with the call
     assert second["messages"][-2]["content"] == "Certainly, let me look."
     assert "".join(deltas(events)).count(PREFILL) == 1
+
+
+async def test_r2_12_connection_prefill_starts_new_answers_only(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    chat, first = await _chat_with_answer(client, openai_fake, " once upon a time",
+                                          prefill=PREFILL)
+    assert first["content"] == "Certainly, once upon a time"
+    # continue goes on right after the old text: the prefill is not put in its middle
+    openai_fake.script.reply(", a fox slept.")
+    events = await stream(client, chat, None, mode="continue")
+    assert _last_turn(openai_fake) == {"role": "assistant",
+                                       "content": "Certainly, once upon a time"}
+    assert "".join(deltas(events)) == ", a fox slept."
+    assert one(events, "message")["content"] == "Certainly, once upon a time, a fox slept."
+    # impersonate writes the user's next message: no assistant prefill in front of it
+    openai_fake.script.reply("I liked it.")
+    r = await generate(client, chat, None, mode="impersonate", stream=False)
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == "I liked it."
+    assert _last_turn(openai_fake)["role"] != "assistant"
+    assert json.dumps(openai_fake.last_body["messages"]).count(PREFILL) == 1  # the history
+
+
+async def test_r2_11_a_failure_before_any_token_stores_no_prefill_or_continue_copy(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    chat, first = await _chat_with_answer(client, openai_fake, "Once upon a time",
+                                          prefill=PREFILL, params={"retries": 0})
+    openai_fake.script.error(500, "down")
+    assert stream_error(await stream(client, chat, None, mode="continue"))
+    openai_fake.script.error(500, "down")
+    assert stream_error(await stream(client, chat, "Again?"))
+    msgs = await messages(client, chat)
+    # the continued message still shows its complete answer; the failed turn stored nothing
+    assert [(m["role"], m["content"]) for m in msgs] == [
+        ("user", "Name a colour."), ("assistant", "Certainly,Once upon a time"),
+        ("user", "Again?")]
+    assert msgs[1]["active_variant"] == first["variant_id"]
+    assert [v["status"] for v in msgs[1]["variants"]] == ["complete"]
+
+
+def stream_error(events: list) -> bool:
+    return names(events)[-1] == "error" and one(events, "error")["code"] == "provider_http_error"

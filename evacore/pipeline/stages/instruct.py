@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from evacore.pipeline.tour import Tour
 
 TEXT_KINDS = ("openai-text", "kobold")
+PREFILL_MODES = ("normal", "regenerate", "swipe")
 # Elements that go into the story string in text mode (by id or kind); the rest are turns.
 _STORY_IDS = {
     "main": "system", "persona": "persona", "card.description": "description",
@@ -100,7 +101,11 @@ class Instruct:
         conn = tour.data["connection"]
         persona = tour.data["persona"]["name"]
         char = tour.data["character"].get("name") or "Assistant"
-        prefill = tour.params.get("prefill", conn.get("prefill") or "")
+        # The connection's assistant prefill starts a new answer only (reference §5: not for
+        # quiet or impersonate, and a continued text goes on right where it stopped); a
+        # prefill given with the request is honoured in every mode.
+        default = (conn.get("prefill") or "") if tour.mode in PREFILL_MODES else ""
+        prefill = tour.params.get("prefill", default)
         prefill = tour.data["expand"](prefill) if prefill else ""
         # The client already has the text being continued: it sees only the new prefill.
         tour.data["prefill_client"] = prefill

@@ -120,7 +120,9 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
     """Keep what exists after an abort or a failure: the partial answer as a marked variant."""
     partial = tour.data.get("partial")
     step = tour.data.get("step")
-    text = "".join(partial) if partial else ""
+    # the prefill (or the text being continued) alone is not an answer: keep it only with
+    # the model's own text after it
+    text = "".join(partial) if partial and tour.data.get("partial_tokens") else ""
     if step is not None and step not in tour.steps and not step.discarded:
         step.text = text
         if step.tool_calls or text:

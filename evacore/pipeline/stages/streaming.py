@@ -28,6 +28,7 @@ class Streaming:
         stream_hooks = host.stream_hooks(tour) if host is not None else None
         parts: list[str] = []
         tour.data["partial"] = parts
+        tour.data["partial_tokens"] = False  # a prefill alone is no partial answer
         sent = tour.data.get("prefill_sent")
         stored_prefix = tour.data.get("prefill", "") if not sent else ""
         prefix = tour.data.get("prefill_client", stored_prefix) if not sent else ""
@@ -44,6 +45,7 @@ class Streaming:
                     if not text:
                         continue
                     parts.append(text)
+                    tour.data["partial_tokens"] = True
                     if not holding:
                         if prefix and not tour.data.get("prefill_sent"):
                             text = prefix + text

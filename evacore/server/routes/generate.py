@@ -131,11 +131,17 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
     manager = core.services["tours"]
     if not body.stream:
         task = manager.start(tour)
+        gone = asyncio.ensure_future(_client_gone(request))
         try:
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # nobody waits for the answer any more: stop paying for it
+                manager.abort_local(tour.id, "client disconnected")
             await asyncio.shield(task)
         except asyncio.CancelledError:
             manager.abort_local(tour.id, "client disconnected")
             raise
+        finally:
+            gone.cancel()
         if tour.error:
             return error_response(status_for(tour.error["code"]), tour.error["code"],
                                   tour.error["message"], tour_id=tour.id)
@@ -152,6 +158,13 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
         code, message = first[1]["code"], first[1]["message"]
         return error_response(status_for(code), code, message, tour_id=tour.id)
     return TourStream(manager, tour, _stream(first, events))
+
+
+async def _client_gone(request: Request) -> None:
+    """Return when the client closes its connection (the body has been read already, so
+    the next ASGI message is the disconnect; servers do not cancel the endpoint for it)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 class TourStream(StreamingResponse):
