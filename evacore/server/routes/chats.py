@@ -89,7 +89,16 @@ async def _chat_lorebooks(session: AsyncSession, chat_id: str) -> list[str]:
     return list(rows.all())
 
 
+def _check_settings(settings: dict[str, Any] | None) -> None:
+    """A chat's `world_info` override must validate like the global one (422 otherwise)."""
+    if settings and settings.get("world_info") is not None:
+        from evacore.lore.service import parse_world_info
+
+        parse_world_info(settings["world_info"], strict=True)
+
+
 async def _check_refs(session: AsyncSession, body: ChatIn | ChatPatch) -> None:
+    _check_settings(body.settings)
     for model, value, label in (
         (Connection, body.connection_id, "connection"),
         (Character, body.character_id, "character"),
@@ -200,6 +209,9 @@ async def patch_chat(chat_id: str, body: ChatPatch, who: AnyUser,
 @router.delete("/chats/{chat_id}", status_code=204)
 async def delete_chat(chat_id: str, who: AnyUser, session: SessionDep) -> Response:
     chat = await owned_chat(session, chat_id, who)
+    from evacore.store.lorebooks import unlink_target
+
+    await unlink_target(session, "chat", chat.id, drop_orphans=False)
     await session.delete(chat)
     return Response(status_code=204)
 
