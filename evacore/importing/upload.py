@@ -70,6 +70,16 @@ async def _capped(request: Request, cap: int) -> AsyncIterator[bytes]:
         raise BadRequest("the client disconnected during the upload") from None
 
 
+async def _drain(stream: AsyncIterator[bytes]) -> None:
+    """Read what is left of a body we refuse, so the connection closes cleanly (an unread body
+    would make the server reset it before the client reads the error); stops at the cap."""
+    try:
+        async for _ in stream:
+            pass
+    except (TooLarge, BadRequest):
+        pass
+
+
 async def _raw(request: Request, cap: int) -> bytes:
     parts = [chunk async for chunk in _capped(request, cap)]
     return b"".join(parts)
@@ -92,17 +102,21 @@ async def read_upload(request: Request, limits: Limits, *, json_body: bool = Fal
     accepted = "multipart/form-data with a `file` field"
     if json_body:
         accepted += " or an application/json card"
+    await _drain(_capped(request, limit + MULTIPART_SLACK))
     raise UnsupportedMedia(f"send {accepted} (got {main or 'no content type'})")
 
 
 async def _multipart(request: Request, limit: int) -> Upload:
-    parser = MultiPartParser(request.headers, _capped(request, limit + MULTIPART_SLACK),
-                             max_files=2, max_fields=16, max_part_size=MAX_FIELD_BYTES)
+    stream = _capped(request, limit + MULTIPART_SLACK)
+    parser = MultiPartParser(request.headers, stream, max_files=2, max_fields=16,
+                             max_part_size=MAX_FIELD_BYTES)
     try:
         form = await parser.parse()
     except MultiPartException as exc:
+        await _drain(stream)
         raise BadRequest(f"malformed multipart body: {exc.message}") from None
     except (ValueError, KeyError, IndexError, UnicodeError) as exc:
+        await _drain(stream)
         raise BadRequest(f"malformed multipart body: {exc}") from None
     try:
         item = form.get("file")
