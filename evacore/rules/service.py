@@ -18,26 +18,22 @@ from evacore.errors import Conflict, RuleInvalid
 from evacore.rules import (
     SEED_META_KEY,
     ProbeResult,
-    RepeatState,
     Rule,
-    RuleSet,
     SeedPlan,
     StoredRuleState,
-    TourRules,
     apply_patch,
     plan_seeding,
     probe_rule,
     rules_stats,
-    stat_row,
     validate_rule,
 )
+from evacore.rules._tour_rules import note_change
 from evacore.store import rules as store
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from evacore.core import Core
-    from evacore.pipeline.tour import Tour
 
 _log = structlog.get_logger("evacore.rules")
 SERVICE_KEY = "rules"
@@ -59,6 +55,7 @@ async def create_rule(session: AsyncSession, data: Any) -> Rule:
         await store.insert_rule(session, rule)
     except IntegrityError:  # a concurrent create of the same name won the race; rolled back
         raise Conflict(f"a rule named {rule.name!r} already exists", name=rule.name) from None
+    note_change(session)
     return rule
 
 
@@ -68,11 +65,13 @@ async def edit_rule(session: AsyncSession, name: str, patch: Any) -> Rule:
     updated = apply_patch(rule, patch)
     if updated is not rule:
         await store.replace_rule(session, updated)
+        note_change(session)
     return updated
 
 
 async def delete_rule(session: AsyncSession, name: str) -> None:
     await store.delete_rule(session, name)
+    note_change(session)
 
 
 async def probe(
@@ -166,118 +165,16 @@ def _state_of(row: Rule | store.BadRow) -> StoredRuleState:
         try:
             return StoredRuleState.from_rule(row)
         except Exception:  # noqa: BLE001 - unhashable bad data: treat as the master's own
-            pass
+            _log.warning("stream rule unreadable for seeding", rule=row.name, exc_info=True)
     return StoredRuleState(name=row.name, enabled=True, seed_hash=None, seed_version=None,
                            current_hash="")
-
-
-# --- the rules of running tours ------------------------------------------------------------------
-
-
-class _TourLog:
-    """Forwards the engine's log lines and keeps each firing in the tour's diagnostics."""
-
-    def __init__(self, fired: list[dict[str, Any]]) -> None:
-        self._fired = fired
-
-    def info(self, event: str, **fields: Any) -> None:
-        self._fired.append({"event": event, **fields})
-        _log.info(event, **fields)
-
-    def warning(self, event: str, **fields: Any) -> None:
-        _log.warning(event, **fields)
-
-
-class RulesService:
-    """The compiled rules shared by this instance's tours, rebuilt when the stored rules change."""
-
-    def __init__(self, core: Core) -> None:
-        self.core = core
-        self._version: tuple[int, str | None] | None = None
-        self._ruleset = RuleSet(())
-
-    async def ruleset(self, session: AsyncSession) -> RuleSet:
-        """The current rule set; one cheap query tells whether the stored rules changed (here or
-        on another instance) since it was built."""
-        await self._refresh(session, await store.rules_version(session))
-        return self._ruleset
-
-    async def _refresh(self, session: AsyncSession, version: tuple[int, str | None]) -> bool:
-        """Rebuild the compiled set if the stored rules' version moved; True if it did."""
-        if version == self._version:
-            return False
-        rows = await store.read_rules(session)
-        for bad in rows:
-            if isinstance(bad, store.BadRow):
-                _log.warning("stream rule skipped", rule=bad.name, reason=bad.reason)
-        self._ruleset = RuleSet.compile(r for r in rows if isinstance(r, Rule))
-        self._version = version
-        return True
-
-    async def load_for_tour(self, core: Core, tour: Tour) -> TourRules | None:
-        """The tour's rules: its env (after overrides), this chat's repeat state, its turn. In the
-        usual case (rules unchanged) this is one query: the version check and this chat's repeat
-        records together."""
-        try:
-            async with core.session() as s:
-                guess = _repeat_names(self._ruleset, tour)
-                version, records = await store.version_and_records(s, tour.chat_id, guess)
-                if await self._refresh(s, version):
-                    names = _repeat_names(self._ruleset, tour)
-                    if set(names) - set(guess):
-                        records = await store.repeat_records(s, tour.chat_id, names)
-                ruleset = self._ruleset
-        except Exception:  # noqa: BLE001 - a tour goes on without rules rather than fail
-            _log.exception("stream rules could not be loaded; the tour runs without them")
-            return None
-        chat = tour.data.get("chat") or {}
-        fired: list[dict[str, Any]] = []
-        rules = TourRules(
-            ruleset, tour.env, RepeatState.from_records(records), int(chat.get("turn") or 0),
-            log=_TourLog(fired), log_fields={"chat_id": tour.chat_id, "tour_id": tour.id},
-        )
-        tour.diagnostics["rules"] = {
-            "loaded": ruleset.names,
-            "skipped": [{"rule": n, "reason": why} for n, why in ruleset.skipped],
-            "armed": [r.name for r in rules.armed_text_rules()],
-            "fired": fired,
-        }
-        return rules
-
-    async def save_firings(self, session: AsyncSession, tour: Tour) -> None:
-        """Stage 14 hook: one `stream_rule_stat` row per firing of this tour, in its transaction."""
-        rules = tour.data.get("rules")
-        firings = getattr(rules, "firings", None)
-        if not firings:
-            return
-        await store.add_stats(
-            session, (stat_row(f, chat_id=tour.chat_id, tour_id=tour.id) for f in firings)
-        )
-
-
-def _repeat_names(ruleset: RuleSet, tour: Tour) -> list[str]:
-    """Rules with a repeat policy that could fire in this tour (their `when` holds and, for a
-    tool rule, the tool is offered): only their records matter, so other tours skip the query."""
-    from evacore.rules import env_flags
-
-    flags = env_flags(tour.env)
-    tools = tour.data.get("tools")
-    offered = set(tools.registry.names()) if tools is not None else None
-    names = []
-    for compiled in ruleset.rules:
-        scope = compiled.rule.scope
-        if compiled.repeat[0] == "every" or not compiled.when <= flags:
-            continue
-        if scope != "text" and offered is not None and scope[5:] not in offered:
-            continue
-        names.append(compiled.rule.name)
-    return names
 
 
 async def install_rules(core: Core) -> None:
     """Seed, then offer the rules to tours (loader, save hook) and the model (the rule tools)."""
     from evacore.agent.setup import base_registry
     from evacore.agent.tools.rule_tools import rule_tools
+    from evacore.rules._tour_rules import RulesService
 
     await run_seeding(core)
     service = RulesService(core)

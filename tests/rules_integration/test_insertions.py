@@ -11,7 +11,14 @@ import pytest
 from evacore.core import Core
 from evacore.rules import interrupt_message, reminder_block, validate_rule
 from tests.fakes.upstream import FakeUpstream
-from tests.rules_integration.helpers import add_rule, clear_rules, fired, generate, messages, new_chat
+from tests.rules_integration.helpers import (
+    add_rule,
+    clear_rules,
+    fired,
+    generate,
+    messages,
+    new_chat,
+)
 
 HARD_A = {"name": "hard_a", "scope": "text", "condition": "AAA", "text": "Rule A says no."}
 HARD_B = {"name": "hard_b", "scope": "text", "condition": "BBB", "text": "Rule B says no."}

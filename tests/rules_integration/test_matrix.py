@@ -10,7 +10,14 @@ import pytest
 
 from evacore.core import Core
 from evacore.rules import interrupt_message, reminder_block, validate_rule
-from tests.rules_integration.helpers import add_rule, clear_rules, fired, generate, messages, new_chat
+from tests.rules_integration.helpers import (
+    add_rule,
+    clear_rules,
+    fired,
+    generate,
+    messages,
+    new_chat,
+)
 
 SOFT = {"name": "soft_probe", "scope": "tool:write_file", "condition": r'"path":"notes\.txt"',
         "text": "SOFT REMINDER: prefer write_diff."}

@@ -4,6 +4,7 @@ changed on one instance is seen by the next tour on another."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -71,13 +72,14 @@ async def test_r6_9_rule_tools_are_not_offered_to_trusted_or_guest(
     assert "from_model" not in [r["name"] for r in (await client.get("/v1/rules")).json()["rules"]]
 
 
-async def test_r6_1_rule_changed_on_another_instance_applies_to_the_next_tour(
+async def test_r6_1_rule_changed_on_another_instance_applies_to_a_later_tour(
     client: httpx.AsyncClient, core: Core, settings: Settings
 ) -> None:
     rules = core.services["rules"]
     async with core.session() as s:
         first = await rules.ruleset(s)
         assert await rules.ruleset(s) is first  # unchanged rules: the compiled set is reused
+    rules.fresh_seconds = 0.2  # how long a cached rule set is trusted without a version check
     other = await start_core(settings)
     try:
         async with other.session() as s:
@@ -85,10 +87,10 @@ async def test_r6_1_rule_changed_on_another_instance_applies_to_the_next_tour(
                                           "condition": "NOPE", "text": "No NOPE."})
     finally:
         await other.aclose()
+    await asyncio.sleep(0.25)
     chat = await new_chat(client, [{"match": "system-interrupt", "step": 0, "text": "yes"},
                                    {"step": 0, "text": "NOPE"}])
     run = await generate(client, chat, "hi")
     assert run.content == "yes"
     assert [d["rule"] for d in run.diagnostics["discarded"]] == ["elsewhere"]
-    async with core.session() as s:
-        assert await rules.ruleset(s) is not first
+    assert rules._ruleset is not first

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 
 import httpx
 import pytest
@@ -14,17 +13,18 @@ import pytest
 from evacore.core import Core
 from evacore.logs import configure_logging
 from evacore.store import rules as store
-from evacore.store.tables import StreamRule
+from evacore.store.tables import Chat, StreamRule
 from tests.rules_integration.helpers import SEEDED, add_rule, fired, generate, new_chat
 
 WRITE = {"name": "write_file", "arguments": {"path": "t.txt", "content": "x"}}
 
 
 def _counter(metrics: str, rule: str, retry: str) -> float:
-    found = re.search(
-        r'^evacore_stream_rule_fired_total\{(?=[^}]*rule="%s")(?=[^}]*retry="%s")[^}]*\} (\S+)$'
-        % (re.escape(rule), retry), metrics, re.M)
-    return float(found.group(1)) if found else 0.0
+    for line in metrics.splitlines():
+        if (line.startswith("evacore_stream_rule_fired_total{") and f'rule="{rule}"' in line
+                and f'retry="{retry}"' in line):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 async def test_r6_11_firing_logs_records_counts_and_shows_in_stats(
@@ -165,6 +165,15 @@ async def test_r6_8_repeat_policies_count_chat_turns_across_tours(
         seen.append(sorted(f["rule"] for f in run.diagnostics["rules"]["fired"]))
     # the seeded write_diff_over_write_file has `after:3`
     assert seen == [["r_after", "r_once", "write_diff_over_write_file"], [], ["r_after"]]
+    core: Core = client._transport.app.state.core  # type: ignore[attr-defined]
+    async with core.session() as s:  # without the mirror in the chat state: the stat rows
+        row = await s.get(Chat, chat)
+        assert row is not None and row.state["stream_rules"]["last_fired"] == {
+            "r_after": 2, "r_once": 0, "write_diff_over_write_file": 0}
+        row.state = {}
+    run = await generate(client, chat, "go")  # turn 3
+    assert [f["rule"] for f in run.diagnostics["rules"]["fired"]] == [
+        "write_diff_over_write_file"]
     other = await new_chat(client, script)  # repeat state is per chat
     run = await generate(client, other, "go")
     assert len(run.diagnostics["rules"]["fired"]) == 3

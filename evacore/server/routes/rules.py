@@ -13,8 +13,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from evacore.errors import RuleInvalid
-from evacore.rules import RuleInput, RulePatch, rule_to_json
-from evacore.rules import service
+from evacore.rules import RuleInput, RulePatch, rule_to_json, service
 from evacore.server.auth import Master
 from evacore.server.deps import SessionDep
 
