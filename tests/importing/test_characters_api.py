@@ -229,3 +229,23 @@ async def test_r8_2_random_edits_never_break_the_server(client: httpx.AsyncClien
                 exported = await client.get(f"{url}/export", params={"format": fmt})
                 assert exported.status_code == 200, (patch, exported.text)
     assert statuses == {200, 422}
+
+
+async def test_r2_4_an_imported_card_book_activates_in_its_chats(
+        client: httpx.AsyncClient) -> None:
+    book = {"entries": [{"keys": ["lighthouse"], "content": "The keeper is named Ada.",
+                         "enabled": True, "insertion_order": 100}]}
+    card = v3_card(name="Keeper", character_book=book)
+    body = await _import(client, json.dumps(card).encode(), "keeper.json")
+    chat = (await client.post("/v1/chats", json={"character_id": body["id"]})).json()
+    r = await client.post(f"/v1/chats/{chat['id']}/generate",
+                          json={"message": {"content": "Tell me about the lighthouse."},
+                                "stream": False})
+    assert r.status_code == 200, r.text
+    tour = (await client.get(f"/v1/tours/{r.json()['tour_id']}")).json()
+    assert "The keeper is named Ada." in json.dumps(tour["diagnostics"])
+    other = (await client.post("/v1/chats", json={"character_id": body["id"]})).json()
+    r = await client.post(f"/v1/chats/{other['id']}/generate",
+                          json={"message": {"content": "Hello."}, "stream": False})
+    tour = (await client.get(f"/v1/tours/{r.json()['tour_id']}")).json()
+    assert "The keeper is named Ada." not in json.dumps(tour["diagnostics"])
