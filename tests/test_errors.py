@@ -15,8 +15,15 @@ def _all(cls: type) -> list[type]:
 
 
 def test_every_error_code_is_unique_and_documented() -> None:
-    import evacore.plugins.manifest  # noqa: F401 - registers its local subclass
+    import importlib
+    import pkgutil
 
+    import evacore
+
+    for mod in pkgutil.walk_packages(evacore.__path__, "evacore."):
+        if mod.name.endswith("__main__") or ".migrations" in mod.name:
+            continue
+        importlib.import_module(mod.name)  # subclasses defined anywhere register themselves
     classes = _all(errors.EvacoreError)
     codes = [c.code for c in classes]
     assert len(codes) == len(set(codes)), codes
