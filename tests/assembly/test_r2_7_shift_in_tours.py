@@ -127,6 +127,12 @@ async def test_r2_7_long_chat_fits_keeps_groups_and_prefix(client: httpx.AsyncCl
         assert msgs[-1] == {"role": "system", "content": POST}
         assert msgs[-2] == {"role": "user", "content": text}
         kept = kept_ids(diagnostics)
+        # everything removed is listed in diagnostics, with its size and reason
+        listed = diagnostics["shift"]["removed"]
+        assert {r["id"] for r in listed} == {
+            r["id"] for c in diagnostics["changes"] if c["stage"] == "context_shift"
+            for r in c["removed"]}
+        assert all(r["tokens"] > 0 and r["reason"] in ("window", "history") for r in listed)
         for message_id in tool_ids.values():  # a call, its result and its text go together
             group = [i for i in added_by(diagnostics, "character")
                      if i.startswith(f"history:{message_id}")]
