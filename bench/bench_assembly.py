@@ -36,8 +36,9 @@ MAX_TOKENS = 1_024
 LORE_ENTRIES = 20
 TARGET_RATIO = 1.5
 HISTORY_STAGES = ("macros", "character", "token_count", "context_shift")
-WORDS = ("river lantern copper meadow thistle harbour quiet ember orchard velvet signal "
-         "granite willow morning patient hollow the a of and to she he said looked").split()
+WORDS = ("river", "lantern", "copper", "meadow", "thistle", "harbour", "quiet", "ember",
+         "orchard", "velvet", "signal", "granite", "willow", "morning", "patient",
+         "hollow", "the", "a", "of", "and", "to", "she", "he", "said", "looked")
 CARD = {
     "name": "Mira", "description": "{{char}} is a cartographer who maps rivers. " * 30,
     "personality": "curious, patient, dry humour", "scenario": "{{user}} meets {{char}}.",

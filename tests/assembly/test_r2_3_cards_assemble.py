@@ -36,7 +36,7 @@ def resolve(text: str, char: str) -> str:
 def example_blocks(raw: str) -> list[str]:
     """Blocks as SillyTavern splits them (CRLF line ends normalised)."""
     raw = raw.replace("\r\n", "\n")
-    return [b.strip() for b in re.split(r"<START>", raw, flags=re.I) if b.strip()]
+    return [b.strip() for b in re.split(r"<START>", raw, flags=re.IGNORECASE) if b.strip()]
 
 
 def is_subsequence(wanted: list[Any], seq: list[Any]) -> bool:
@@ -102,6 +102,23 @@ async def test_r2_3_fixture_cards_assemble_in_chat_mode(client: httpx.AsyncClien
         assert is_subsequence(expected, sent), filename
         # the stored user message is the input as resolved for this tour
         assert user_msg["content"] == f"Hello {name}, I am {USER}."
+
+
+async def test_r2_3_authors_note_positions(client: httpx.AsyncClient) -> None:
+    """Top / bottom: before / after the main prompt; in chat: at its depth from the end."""
+    main = "Write Assistant's next reply in a fictional chat between Assistant and User."
+    seen = {}
+    for position in ("top", "bottom", "in_chat"):
+        note = {"text": f"Note {position} for {{{{char}}}}.", "position": position,
+                "depth": 1, "role": "system"}
+        chat_id = await chat(client, settings={"authors_note": note})
+        await send(client, chat_id, "first")
+        answer = await send(client, chat_id, "second")
+        body = (await tour(client, answer["tour_id"]))["diagnostics"]["requests"][0]["body"]
+        seen[position] = [m["content"] for m in body["messages"]]
+    assert seen["top"][:2] == ["Note top for Assistant.", main]
+    assert seen["bottom"][:2] == [main, "Note bottom for Assistant."]
+    assert seen["in_chat"][-2:] == ["Note in_chat for Assistant.", "second"]
 
 
 async def test_r2_3_prompt_order_is_configurable(client: httpx.AsyncClient) -> None:

@@ -23,8 +23,9 @@ from tests.assembly._helpers import (
     tour,
 )
 
-WORDS = ("river lantern copper meadow thistle harbour quiet ember orchard velvet signal "
-         "granite willow morning patient hollow").split()
+WORDS = ("river", "lantern", "copper", "meadow", "thistle", "harbour", "quiet", "ember",
+         "orchard", "velvet", "signal", "granite", "willow", "morning", "patient",
+         "hollow")
 MAIN = "Write {{char}}'s next reply in a chat with {{user}}."
 POST = "Keep replies short."
 

@@ -159,8 +159,9 @@ class Character:
         el = _el("authors_note", note.get("role") or "system", tour.data["expand"](text),
                  "chat.authors_note", "authors_note")
         position = note.get("position") or "in_chat"
+        # SillyTavern's "before / after the main prompt" (imported as top / bottom)
         if position == "top" and "main" in tour.prompt:
-            tour.prompt.insert_after("main", el)
+            tour.prompt.insert_before("main", el)
         elif position == "bottom" and "main" in tour.prompt:
             tour.prompt.insert_after("main", el)
         else:
