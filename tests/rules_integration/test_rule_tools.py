@@ -94,3 +94,18 @@ async def test_r6_1_rule_changed_on_another_instance_applies_to_a_later_tour(
     assert run.content == "yes"
     assert [d["rule"] for d in run.diagnostics["discarded"]] == ["elsewhere"]
     assert rules._ruleset is not first
+
+
+async def test_r6_1_rule_changed_here_applies_to_the_very_next_tour(
+    client: httpx.AsyncClient, core: Core
+) -> None:
+    chat = await new_chat(client, [{"match": "system-interrupt", "step": 0, "text": "fixed"},
+                                   {"step": 0, "text": "TODAY is fine"}])
+    assert (await generate(client, chat, "one")).content == "TODAY is fine"  # caches the set
+    r = await client.post("/v1/rules", json={"name": "no_today", "scope": "text",
+                                             "condition": "TODAY", "text": "Not today."})
+    assert r.status_code == 201
+    assert (await generate(client, chat, "two")).content == "fixed"
+    r = await client.patch("/v1/rules/no_today", json={"enabled": False})
+    assert r.status_code == 200
+    assert (await generate(client, chat, "three")).content == "TODAY is fine"
