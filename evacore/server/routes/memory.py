@@ -7,12 +7,15 @@ Must not: hold memory logic (evacore/memory/ does); it validates, checks scopes 
 from __future__ import annotations
 
 import hashlib
+from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from evacore.errors import InvalidInput, NotFound, TooLarge, UnsupportedMedia
+from evacore.errors import InvalidInput, NotFound, UnsupportedMedia
+from evacore.formats.limits import Limits
+from evacore.importing.upload import read_upload, upload_body
 from evacore.memory import blocks as repo
 from evacore.memory import index as docs
 from evacore.memory.embeddings import public_config
@@ -29,7 +32,15 @@ from evacore.store.tables import Character, Chat, User
 router = APIRouter(tags=["memory"])
 
 MAX_DOCUMENT_BYTES = 5 * 1024 * 1024
-_TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".text", ".mdown")
+_DOCUMENT_LIMITS = Limits(max_input_bytes=MAX_DOCUMENT_BYTES)
+_MARKDOWN = (".md", ".markdown", ".mdown")
+_TEXT_SUFFIXES = (".txt", ".text", *_MARKDOWN)
+_DOCUMENT_FIELDS = {
+    "chat_id": {"type": "string", "description": "Only this chat searches the document."},
+    "character_id": {"type": "string",
+                     "description": "Every chat with this character searches the document."},
+    "name": {"type": "string", "description": "Default: the file name."},
+}
 _POSITION = r"^(after_char|before_char|top|depth:\d{1,3})$"
 
 
@@ -96,40 +107,38 @@ async def _scope(session: Any, chat_id: str | None, character_id: str | None,
 
 
 # documents (registered before /memory/{block_id})
-@router.post("/memory/documents", status_code=201)
-async def upload_document(
-    _: Master, core: CoreDep, session: SessionDep,
-    file: Annotated[UploadFile, File(description="A UTF-8 text or Markdown file.")],
-    chat_id: Annotated[str | None, Form(max_length=32)] = None,
-    character_id: Annotated[str | None, Form(max_length=32)] = None,
-    name: Annotated[str | None, Form(max_length=300)] = None,
-) -> dict[str, Any]:
-    """Add a document to the data bank: global, or for one chat or character."""
-    scope = await _scope(session, chat_id or None, character_id or None, None, required=False)
-    raw = await file.read(MAX_DOCUMENT_BYTES + 1)
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise TooLarge(f"documents are limited to {MAX_DOCUMENT_BYTES} bytes")
-    filename = (file.filename or "").strip()
-    media = (file.content_type or "").split(";")[0].strip().lower()
-    if not (filename.lower().endswith(_TEXT_SUFFIXES) or media.startswith("text/")):
+@router.post("/memory/documents", status_code=201,
+             openapi_extra=upload_body(fields=_DOCUMENT_FIELDS))
+async def upload_document(request: Request, _: Master, core: CoreDep) -> dict[str, Any]:
+    """Add a UTF-8 text or Markdown `file` to the data bank: global, or for one chat
+    (`chat_id`) or one character (`character_id`)."""
+    upload = await read_upload(request, _DOCUMENT_LIMITS)
+    fields = upload.fields
+    filename = (upload.filename or "").strip()
+    suffix = PurePath(filename).suffix.lower()
+    if suffix and suffix not in _TEXT_SUFFIXES:
         raise UnsupportedMedia("documents must be text or Markdown (.txt, .md)")
     try:
-        text = raw.decode("utf-8-sig")
+        text = upload.content.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UnsupportedMedia("the document is not UTF-8 text") from None
     if "\x00" in text:
         raise UnsupportedMedia("the document holds binary data")
     if not text.strip():
         raise InvalidInput("the document is empty")
-    opts = await _service(core).options(session)
-    kind, scope_id = scope if scope else ("global", "")
-    row = await docs.add_document(
-        session, name=(name or filename or "document")[:300], content=text, scope_kind=kind,
-        scope_id=scope_id, media_type=media or "text/plain", size=len(raw),
-        sha256=hashlib.sha256(raw).hexdigest(), chunk_chars=opts.chunk_chars,
-        overlap=opts.chunk_overlap,
-    )
+    name = (fields.get("name") or filename or "document").strip()[:300] or "document"
     service = _service(core)
+    async with core.session() as session:
+        scope = await _scope(session, fields.get("chat_id") or None,
+                             fields.get("character_id") or None, None, required=False)
+        opts = await service.options(session)
+        kind, scope_id = scope if scope else ("global", "")
+        row = await docs.add_document(
+            session, name=name, content=text, scope_kind=kind, scope_id=scope_id,
+            media_type="text/markdown" if suffix in _MARKDOWN else "text/plain",
+            size=len(upload.content), sha256=hashlib.sha256(upload.content).hexdigest(),
+            chunk_chars=opts.chunk_chars, overlap=opts.chunk_overlap,
+        )
     service.forget_stats()
     return _document_json(row)
 
