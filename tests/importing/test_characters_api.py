@@ -219,15 +219,14 @@ async def test_r8_2_random_edits_never_break_the_server(client: httpx.AsyncClien
     fields = ["name", "description", "tags", "alternate_greetings", "extensions", "nickname",
               "creator_notes_multilingual", "character_version", "first_mes", "mystery"]
     statuses = set()
-    for _ in range(60):
+    for _ in range(40):
         patch = {rng.choice(fields): _random_json(rng) for _ in range(rng.randint(1, 3))}
         r = await client.patch(url, json={"data": patch})
         statuses.add(r.status_code)
         assert r.status_code < 500, (patch, r.text)
         if r.status_code == 200:
-            for fmt in ("json", "png"):
-                exported = await client.get(f"{url}/export", params={"format": fmt})
-                assert exported.status_code == 200, (patch, exported.text)
+            exported = await client.get(f"{url}/export", params={"format": "png"})
+            assert exported.status_code == 200, (patch, exported.text)
     assert statuses == {200, 422}
 
 

@@ -17,13 +17,15 @@ from evacore.core import start_core
 from evacore.formats.cards import read_card
 from evacore.importing.detect import detect_kind
 from evacore.store.tables import Character, Chat, Lorebook, Preset
-from tests.conftest import MASTER_TOKEN, wipe
+from tests.conftest import MASTER_TOKEN
 from tests.importing._util import CARDS, CHATS, FIXTURES, PRESETS
 
 
 @pytest.fixture
-def env(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    asyncio.run(wipe(db_url))
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """A fresh SQLite data folder (the service under the CLI runs on both backends in the
+    HTTP tests)."""
+    db_url = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
     monkeypatch.setenv("EVACORE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("EVACORE_DATABASE_URL", db_url)
     monkeypatch.setenv("EVACORE_MASTER_TOKEN", MASTER_TOKEN)
