@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id
@@ -29,7 +29,7 @@ from evacore.formats.worldinfo import from_character_book, to_character_book
 from evacore.importing._rows import checked_name, column_text, ordered_ids
 from evacore.lore.model import Lorebook
 from evacore.store import characters as repo
-from evacore.store.lorebooks import delete_lorebook, load_lorebook, save_lorebook
+from evacore.store.lorebooks import load_lorebook, save_lorebook
 from evacore.store.tables import Character, CharacterAsset, LorebookLink
 
 ExportFormat = Literal["png", "json", "charx"]
@@ -125,17 +125,10 @@ async def load_card(session: AsyncSession, character: Character) -> Card:
 
 
 async def forget_character(session: AsyncSession, character: Character) -> None:
-    """Delete the character with its assets and links; books linked nowhere else go too."""
-    stmt = select(LorebookLink.lorebook_id).where(
-        LorebookLink.target_kind == "character", LorebookLink.target_id == character.id)
-    book_ids = list((await session.scalars(stmt)).all())
+    """Delete the character with its assets and lorebook links. Its books stay (unlinked, as
+    SillyTavern keeps a world file when a character goes); chats fall back to the default."""
     await session.execute(delete(LorebookLink).where(
         LorebookLink.target_kind == "character", LorebookLink.target_id == character.id))
-    for book_id in book_ids:
-        others = await session.scalar(select(func.count()).select_from(LorebookLink)
-                                      .where(LorebookLink.lorebook_id == book_id))
-        if not others:
-            await delete_lorebook(session, book_id)
     await repo.delete_character(session, character)
 
 

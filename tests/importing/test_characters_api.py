@@ -176,6 +176,8 @@ async def test_r8_2_deleting_a_character_leaves_its_chats_working(
     chat = (await client.post("/v1/chats", json={"character_id": body["id"]})).json()
     r = await client.delete(f"/v1/characters/{body['id']}")
     assert r.status_code == 204
+    book = await client.get(f"/v1/lorebooks/{body['lorebook_id']}")
+    assert book.status_code == 200, book.text
     assert (await client.get(f"/v1/characters/{body['id']}")).status_code == 404
     assert (await client.get(f"/v1/chats/{chat['id']}")).json()["character_id"] is None
     r = await client.post(f"/v1/chats/{chat['id']}/generate",

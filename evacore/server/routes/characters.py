@@ -91,8 +91,8 @@ async def patch_character(character_id: str, body: CharacterPatch, who: Trusted,
 
 @router.delete("/characters/{character_id}", status_code=204)
 async def delete_character(character_id: str, who: Trusted, session: SessionDep) -> Response:
-    """Delete the character, its assets and the books only it used; its chats stay and talk
-    to the default character."""
+    """Delete the character and its assets; its lorebooks stay (unlinked) and its chats stay,
+    talking to the default character."""
     c = await repo.get_character(session, character_id)
     await forget_character(session, c)
     return Response(status_code=204)
