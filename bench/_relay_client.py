@@ -4,7 +4,7 @@
 Must not: parse JSON or SSE beyond counting a marker per chunk: the client must stay cheap
 enough that the server under test, not the client, is what is measured. Loopback only.
 
-    python bench/_relay_client.py '<json plan>'   # prints one JSON result line
+    python bench/_relay_client.py '<json plan>'   # one JSON result: to plan["out"] or stdout
 Plan: {"host", "port", "requests": [raw request bytes as latin-1 str, one per stream],
 "marker", "error_marker", "concurrency", "count" (total requests) or "seconds", "grace"
 (seconds in-flight streams may take after "seconds" before they are cut and counted as
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -151,6 +152,7 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
     async def worker(index: int) -> None:
         request = requests[index % len(requests)]
         proto: _Stream | None = None
+        in_flight = False
         try:
             while more():
                 try:
@@ -158,9 +160,12 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
                         _, proto = await loop.create_connection(
                             lambda: _Stream(marker, error_marker), host, port)
                     t0 = time.perf_counter()
+                    in_flight = True
                     await proto.send(request)
+                    in_flight = False
                     end = time.perf_counter()
                 except (OSError, ConnectionError) as exc:
+                    in_flight = False
                     errors.append(f"{type(exc).__name__}: {exc}")
                     proto = None
                     await asyncio.sleep(0.01)
@@ -173,7 +178,7 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
                 ttft.append((proto.first or end) - t0)
                 total.append(end - t0)
         except asyncio.CancelledError:
-            if proto is not None and proto.done is not None and not proto.done.done():
+            if in_flight and proto is not None:
                 unfinished[0] += 1
                 tokens[0] += proto.tokens
         finally:
@@ -206,7 +211,14 @@ def main() -> None:
         result = loop.run_until_complete(run_plan(plan))
     finally:
         loop.close()
-    sys.stdout.write(json.dumps(result) + "\n")
+    out = plan.get("out")
+    if out:  # a file: an event loop may leave a pipe non-blocking and cut a long write
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(result, f)
+    else:
+        os.set_blocking(sys.stdout.fileno(), True)
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

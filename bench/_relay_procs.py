@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,6 +31,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def core_times(cpu: int | None) -> tuple[int, int]:
+    """(busy, total) jiffies of one CPU (all CPUs when None), from /proc/stat."""
+    name = "cpu" if cpu is None else f"cpu{cpu}"
+    for line in Path("/proc/stat").read_text().splitlines():
+        fields = line.split()
+        if fields and fields[0] == name:
+            values = [int(v) for v in fields[1:8]]
+            idle = values[3] + values[4]  # idle + iowait
+            return sum(values) - idle, sum(values)
+    return 0, 0
+
+
+def server_cpu() -> int | None:
+    """The CPU evacore is pinned to (None when not pinned)."""
+    prefix = pinning()[0]
+    return int(prefix[-1]) if prefix else None
 
 
 def pinning() -> tuple[list[str], list[str], str]:
@@ -181,10 +200,14 @@ def server(prefix: list[str], folder: Path, token: str) -> tuple[Child, str]:
 
 
 def load(prefix: list[str], plan: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run the load client (bench/_relay_client.py) pinned, the plan on stdin; its JSON result."""
-    done = subprocess.run([*prefix, sys.executable, str(HERE / "_relay_client.py"), "-"],
-                          input=json.dumps(plan).encode(), capture_output=True, timeout=timeout,
-                          check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"load client failed: {done.stderr.decode(errors='replace')[-2000:]}")
-    return json.loads(done.stdout)
+    """Run the load client (bench/_relay_client.py) pinned, the plan on stdin; its JSON result
+    comes back in a temporary file."""
+    with tempfile.TemporaryDirectory(prefix="evacore-bench-load-") as folder:
+        out = Path(folder) / "result.json"
+        done = subprocess.run([*prefix, sys.executable, str(HERE / "_relay_client.py"), "-"],
+                              input=json.dumps({**plan, "out": str(out)}).encode(),
+                              capture_output=True, timeout=timeout, check=False)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError("load client failed: "
+                               + done.stderr.decode(errors="replace")[-2000:])
+        return dict(json.loads(out.read_text()))

@@ -130,12 +130,16 @@ def _measure(load_prefix: list[str], server: procs.Child, scenario: Scenario,
                          {"message": {"content": PROMPT}, "stream": True}, TOKEN)
                 for chat in chat_ids]
     procs.settle(server.pid, window=0.25)
+    core = procs.server_cpu()
+    busy0 = procs.core_times(core)
     cpu0 = procs.cpu_seconds(server.pid)
     with procs.RssPeak(server.pid) as rss:
         relayed = procs.load(load_prefix, _plan(port, requests, "event: delta", scenario,
                                                 "event: error"), timeout)
         procs.settle(server.pid, window=0.25)  # streams cut at the end are still being saved
     relayed["cpu_seconds"] = procs.cpu_seconds(server.pid) - cpu0
+    busy1 = procs.core_times(core)
+    relayed["core_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
     relayed["rss_peak"] = rss.peak
     if relayed["errors"]:
         relayed["error_samples"] += server.error_lines()
@@ -201,9 +205,15 @@ def _scenario_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str,
              + (LITELLM if judged else "long answers: the per-tour cost is spread thin"),
              f"<= {CPU_US_PER_TOKEN:g} µs" if judged else None,
              per_token <= CPU_US_PER_TOKEN if judged else None),
-        _row(f"{s}_cpu_ms_per_tour", round(_cpu_per_tour_ms(scenario, e), 2), "ms",
-             f"evacore CPU per generate request with {scenario.tokens} tokens"),
     ]
+    if scenario.count:  # every request ran to its end: the CPU divides cleanly
+        rows.append(_row(f"{s}_cpu_ms_per_tour", round(_cpu_per_tour_ms(scenario, e), 2), "ms",
+                         f"evacore CPU per generate request with {scenario.tokens} tokens"))
+    share = e["cpu_seconds"] / e["elapsed"] * 100 if e["elapsed"] else float("nan")
+    rows.append(_row(f"{s}_evacore_cpu_share", round(share, 1), "% of a core",
+                     f"evacore's CPU time over the scenario's wall time; its core was busy "
+                     f"{e['core_busy'] * 100:.0f}% of that time (the difference went to other "
+                     "work on the machine)"))
     return rows
 
 

@@ -3,8 +3,11 @@ of benchmarks not run kept, quick runs kept apart, and a real quick smoke run of
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 from typer.testing import CliRunner
 
@@ -117,3 +120,53 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
     assert float(rows["s1_cpu_us_per_token"].replace(",", "")) > 0
     assert float(rows["rss_idle_mb"].replace(",", "")) > 10
     assert (results.read_bytes() if results.exists() else None) == before
+
+
+def _load_client() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_relay_client", BENCH / "_relay_client.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_r11_bench_load_client_counts_tokens_and_cut_streams() -> None:
+    """The relay's load client reads chunked keep-alive answers (markers split over chunks
+    and reads), and a stream still open at the end is cut and counted as unfinished."""
+    client = _load_client()
+    pieces = [b"event: ", b"delta\nevent: delta\nevent: ", b"delta\nevent: delta\ndata: 1"]
+    # a marker split across two chunks is not counted: two per answer
+    body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+    hanging: list[asyncio.StreamWriter] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            if b"/hang" in head:
+                writer.write(b"d\r\nevent: delta\n\r\n")
+                hanging.append(writer)
+                return
+            for i in range(0, len(body), 5):  # arrive in small reads
+                writer.write(body[i:i + 5])
+                await writer.drain()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        done = await client.run_plan({
+            "host": "127.0.0.1", "port": port, "requests": ["GET / HTTP/1.1\r\n\r\n"],
+            "marker": "event: delta", "concurrency": 2, "count": 5})
+        assert (done["completed"], done["tokens"], done["errors"], done["unfinished"]) == (5, 10, 0, 0)
+        assert all(0 <= t <= total for t, total in zip(done["ttft"], done["total"], strict=True))
+        cut = await client.run_plan({
+            "host": "127.0.0.1", "port": port, "requests": ["GET /hang HTTP/1.1\r\n\r\n"],
+            "marker": "event: delta", "concurrency": 3, "seconds": 0.1, "grace": 0.2})
+        assert (cut["completed"], cut["unfinished"], cut["tokens"], cut["errors"]) == (0, 3, 3, 0)
+    finally:
+        for writer in hanging:
+            writer.close()
+        server.close()
