@@ -24,15 +24,15 @@ log = get_logger(__name__)
 
 async def run_steps(core: Core, tour: Tour) -> None:
     """Run steps until an answer without tool calls, the step limit, or abort."""
+    from evacore.agent.setup import prepare_steps
     from evacore.pipeline.runner import STEP, run_stage
 
-    from evacore.agent.setup import prepare_steps
-
     await prepare_steps(core, tour)
-    max_steps = int(tour.params.get("max_steps") or core.settings.agent.max_steps)
+    max_steps = step_limit(tour.params.get("max_steps"), core.settings.agent.max_steps)
     tour.data.setdefault("prompt_copy", list(tour.data["messages"]))
     rules = tour.data.get("rules")
     tools = tour.data.get("tools")
+    announce(tour, held=bool(rules is not None and rules.any_text_rule_armed()))
     while True:
         if len(tour.steps) >= max_steps:
             tour.finish_reason = "max_steps"
@@ -50,6 +50,7 @@ async def run_steps(core: Core, tour: Tour) -> None:
         if verdict is not None and verdict.action == "discard":
             step.discarded = True
             tour.data["partial"] = []  # an abort before the retry streams must not save it
+            _add_usage(tour, step)  # a discarded step was still paid for
             tour.diagnostics.setdefault("discarded", []).append(
                 {"step": step.index, "rule": verdict.rule.name if verdict.rule else None}
             )
@@ -85,10 +86,29 @@ async def run_steps(core: Core, tour: Tour) -> None:
         tour.answer = tour.steps[-1].text if not tour.steps[-1].tool_calls else ""
 
 
+def step_limit(asked: object, limit: int) -> int:
+    """A request may lower the configured step limit, never raise it."""
+    if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
+        return min(asked, limit)
+    return limit
+
+
+def announce(tour: Tour, *, held: bool) -> None:
+    """The `tour` event, once, first: the tour id and whether answers are held (R8.4)."""
+    if not tour.data.get("announced"):
+        tour.data["announced"] = True
+        tour.events.emit("tour", {"tour_id": tour.id, "held": held, "chat_id": tour.chat_id})
+
+
 def _release(tour: Tour, step: Step) -> None:
     """A held answer passed: send it in one piece (text first, then its declared calls)."""
-    if step.text:
-        tour.events.emit("delta", {"text": step.text})
+    text = step.text
+    if not tour.data.get("prefill_sent"):
+        # Text the client already has (the message being continued) is not sent again.
+        hidden = len(tour.data.get("prefill", "")) - len(tour.data.get("prefill_client", ""))
+        text = text[max(hidden, 0):]
+    if text:
+        tour.events.emit("delta", {"text": text})
         tour.data["prefill_sent"] = True
     for call in step.tool_calls:
         tour.events.emit("tool_call", dict(call))

@@ -82,7 +82,7 @@ def _short(snapshot: dict[str, Any] | None, limit: int = 2000) -> dict[str, Any]
 
 async def run_tour(core: Core, tour: Tour) -> None:
     """Run one tour to its end; never raises for the tour's own failures (they are saved)."""
-    from evacore.agent.loop import run_steps
+    from evacore.agent.loop import announce, run_steps
 
     with bind_tour(tour.id, tour.chat_id):
         tour.diagnostics["seed"] = tour.seed
@@ -108,6 +108,8 @@ async def run_tour(core: Core, tour: Tour) -> None:
                 await asyncio.shield(save_failure(core, tour, "aborted", err))
             else:
                 tour.status, tour.error = "aborted", {"code": err.code, "message": err.message}
+            if started:
+                announce(tour, held=False)
             tour.events.emit("error", {"code": err.code, "message": err.message})
             if isinstance(exc, asyncio.CancelledError):
                 task = asyncio.current_task()
@@ -122,6 +124,8 @@ async def run_tour(core: Core, tour: Tour) -> None:
             else:
                 tour.error = {"code": exc.code, "message": exc.message}
                 tour.status = "failed"
+            if started:
+                announce(tour, held=False)
             tour.events.emit("error", {"code": exc.code, "message": exc.message})
         except Exception as exc:  # noqa: BLE001 - a bug must still end the tour visibly
             log.exception("tour.crashed")
@@ -130,6 +134,8 @@ async def run_tour(core: Core, tour: Tour) -> None:
                 await save_failure(core, tour, "failed", err)
             else:
                 tour.error, tour.status = {"code": err.code, "message": err.message}, "failed"
+            if started:
+                announce(tour, held=False)
             tour.events.emit("error", {"code": "internal", "message": err.message})
         finally:
             broker = core.services.get("client_ops")

@@ -80,7 +80,6 @@ class UserInput:
                 user_message_id=user_message_id,
                 target_message_id=target,
             )
-        tour.events.emit("tour", {"tour_id": tour.id, "held": False, "chat_id": tour.chat_id})
 
     async def _target(self, s: Any, tour: Tour, chat: Any, last: Any) -> str | None:
         """The assistant message that regenerate/swipe/continue works on."""
