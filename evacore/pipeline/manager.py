@@ -66,9 +66,9 @@ class TourManager:
                 break
             try:
                 async with self.core.session() as s:
-                    for tour_id in ids:
-                        if await tour_store.abort_requested(s, tour_id):
-                            self.abort_local(tour_id, "aborted")
+                    flagged = await tour_store.abort_requested(s, ids)
+                for tour_id in flagged:
+                    self.abort_local(tour_id, "aborted")
             except Exception:  # noqa: BLE001 - polling must not die on a transient error
                 log.warning("tours.abort_poll_failed", exc_info=True)
 

@@ -132,10 +132,13 @@ async def history_newest_first(
         stmt = stmt.where(Message.position < before)
     msgs = (await session.scalars(stmt.order_by(Message.position.desc()).limit(limit))).all()
     active_ids = [m.active_variant_id for m in msgs if m.active_variant_id]
-    variants: dict[str, Variant] = {}
+    variants: dict[str, Any] = {}
     if active_ids:
-        rows = (await session.scalars(select(Variant).where(Variant.id.in_(active_ids)))).all()
-        variants = {v.id: v for v in rows}
+        # Only what a prompt needs: a variant's metadata (diagnostics) can be large.
+        rows = (await session.execute(
+            select(Variant.id, Variant.content, Variant.steps).where(Variant.id.in_(active_ids))
+        )).all()
+        variants = {row.id: row for row in rows}
     out = []
     for m in msgs:
         v = variants.get(m.active_variant_id or "")

@@ -60,10 +60,14 @@ async def request_abort(session: AsyncSession, tour_id: str) -> TourRow:
     return row
 
 
-async def abort_requested(session: AsyncSession, tour_id: str) -> bool:
-    return bool(
-        await session.scalar(select(TourRow.abort_requested).where(TourRow.id == tour_id))
+async def abort_requested(session: AsyncSession, tour_ids: list[str]) -> list[str]:
+    """Which of these tours someone asked to abort (one query for all)."""
+    if not tour_ids:
+        return []
+    rows = await session.scalars(
+        select(TourRow.id).where(TourRow.id.in_(tour_ids), TourRow.abort_requested.is_(True))
     )
+    return list(rows.all())
 
 
 def tour_json(row: TourRow) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -17,6 +18,8 @@ from evacore.errors import InvalidInput
 from evacore.store.tables import ApiToken, User
 
 TOKEN_PREFIX = "evc_"
+TOUCH_EVERY_SECONDS = 60
+_last_touch: dict[str, Any] = {}
 
 
 def hash_token(token: str) -> str:
@@ -55,9 +58,14 @@ async def user_for_token(session: AsyncSession, token: str) -> User | None:
     ).first()
     if row is None:
         return None
-    await session.execute(
-        update(ApiToken).where(ApiToken.id == row[1]).values(last_used_at=utcnow())
-    )
+    now = utcnow()
+    last = _last_touch.get(row[1])
+    if last is None or (now - last).total_seconds() > TOUCH_EVERY_SECONDS:
+        # At most one write per token per minute: reads must not contend for the write lock.
+        _last_touch[row[1]] = now
+        await session.execute(
+            update(ApiToken).where(ApiToken.id == row[1]).values(last_used_at=now)
+        )
     return row[0]
 
 

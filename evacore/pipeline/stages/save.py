@@ -66,7 +66,7 @@ async def _store_answer(s: AsyncSession, tour: Tour, status: str) -> tuple[str |
         content=content, steps=steps, finish_reason=tour.finish_reason, status=status,
         usage=tour.usage, timings=dict(tour.timings), model=tour.data.get("model")
         or tour.data["connection"].get("model"), tour_id=tour.id,
-        meta={"diagnostics": diagnostics_of(tour)},
+        meta={"diagnostics": answer_diagnostics(tour)},
     )
     target_id = tour.data.get("target_message_id")
     if tour.mode in ("regenerate", "swipe", "continue") and target_id:
@@ -113,6 +113,16 @@ def diagnostics_of(tour: Tour) -> dict[str, Any]:
         for st in tour.steps
     ]
     d["mode"] = tour.mode
+    return d
+
+
+def answer_diagnostics(tour: Tour) -> dict[str, Any]:
+    """What the answer keeps in its metadata: the change log and everything else of the
+    diagnostics except the exact provider requests, which stay with the tour
+    (`GET /v1/tours/{id}`): they repeat the whole prompt and would make history reads heavy."""
+    d = diagnostics_of(tour)
+    d.pop("requests", None)
+    d["tour_id"] = tour.id
     return d
 
 
