@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.errors import InvalidInput
@@ -25,7 +25,7 @@ from evacore.lore.model import MAX_SCAN_DEPTH, CharacterStrategy, Lorebook, Worl
 from evacore.lore.records import SourcedBook
 from evacore.store import lorebooks as store
 from evacore.store.settings import get_setting
-from evacore.store.tables import Message
+from evacore.store.tables import Chat
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -222,9 +222,9 @@ async def install_lore(core: Core) -> None:
 
 
 async def chat_length(session: AsyncSession, chat_id: str, *, leave_out: str | None = None) -> int:
-    """Visible (not hidden) messages of the chat, `leave_out` not counted: the `turn` of a scan."""
-    stmt = select(func.count()).select_from(Message).where(
-        Message.chat_id == chat_id, Message.hidden.is_(False))
-    if leave_out:
-        stmt = stmt.where(Message.id != leave_out)
-    return int(await session.scalar(stmt) or 0)
+    """The `turn` of a scan: messages the chat has had (`leave_out`, the answer being replaced
+    by a swipe or regenerate, not counted). Read from the chat's position counter, so it costs
+    the same for a chat of ten messages or a hundred thousand; it never goes back when a
+    message is deleted, which keeps timed effects (sticky, cooldown) monotonic."""
+    count = await session.scalar(select(Chat.next_position).where(Chat.id == chat_id))
+    return max(int(count or 0) - (1 if leave_out else 0), 0)

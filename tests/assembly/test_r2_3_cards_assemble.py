@@ -197,8 +197,6 @@ async def test_r2_9_card_in_chatml_text_mode(client: httpx.AsyncClient,
     assert "{{" not in plain and "{{" not in separated
 
 
-@pytest.mark.xfail(strict=True, reason="stage 9 formats example blocks and render_text formats "
-                   "them again: user lines nest sequences, assistant lines are lost")
 async def test_r2_9_examples_in_chatml_text_mode(client: httpx.AsyncClient,
                                                 openai_text_fake: Any) -> None:
     plain, separated = await _text_prompts(client, openai_text_fake)

@@ -18,7 +18,6 @@ from evacore.render import (
     InstructTemplate,
     bundled_context,
     bundled_instruct,
-    format_examples,
     render_story_string,
     render_text,
 )
@@ -138,8 +137,6 @@ class Instruct:
         expand = tour.data["expand"]
         # render_text wraps the story in the instruct story prefix/suffix itself (once)
         story = render_story_string(context, story_params, instruct=instruct, expand=expand)
-        examples = format_examples(blocks, instruct, context=context, char_name=char,
-                                   user_name=persona, expand=expand)
         mode = {"impersonate": "impersonate", "continue": "continue", "quiet": "quiet"}.get(
             tour.mode, "normal")
         truncated = not tour.data.get("history_reached_start", True)
@@ -151,7 +148,7 @@ class Instruct:
             out = render_text(
                 msgs, instruct, context=context, story_string=story, char_name=char,
                 user_name=persona, mode=mode, prefill="" if mode == "continue" else step_prefill,
-                examples=examples, chat_truncated=truncated, expand=expand,
+                examples=blocks, chat_truncated=truncated, expand=expand,
             )
             return out.prompt, out.stop
 
