@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.assembly._helpers import (
     AQUA,
