@@ -62,7 +62,9 @@ def to_connection(snapshot: dict[str, Any]) -> Connection:
         prefill=snapshot.get("prefill") or "",
         params=params,
         timeouts=timeouts,
-        retries=int(params.pop("retries", 2)) if "retries" in params else 2,
+        retries=int(params.pop("retries", 2)),
+        retry_backoff=float(params.pop("retry_backoff", 0.5)),
+        retry_after_cap=float(params.pop("retry_after_cap", 20.0)),
     )
 
 
