@@ -25,7 +25,9 @@ async def _character(core: Core, name: str = "Mira") -> str:
         return ch.id
 
 
-async def test_r2_5_memory_block_crud_over_http(client: httpx.AsyncClient) -> None:
+async def test_r2_5_memory_block_crud_over_http_for_the_master_only(
+    client: httpx.AsyncClient,
+) -> None:
     chat_id = await _chat(client)
     r = await client.post("/v1/memory", json={"chat_id": chat_id, "label": "facts",
                                               "content": "Likes tea."})
@@ -47,6 +49,18 @@ async def test_r2_5_memory_block_crud_over_http(client: httpx.AsyncClient) -> No
     assert (await client.delete(f"/v1/memory/{block['id']}")).status_code == 204
     assert (await client.get(f"/v1/memory/{block['id']}")).status_code == 404
     assert (await client.get("/v1/memory", params={"chat_id": chat_id})).json()["blocks"] == []
+
+    # master only
+    trusted = {"Authorization": f"Bearer {await make_user(client, 'trusted')}"}
+    for method, url, kwargs in (
+        ("post", "/v1/memory", {"json": {"chat_id": chat_id, "label": "x"}}),
+        ("get", "/v1/memory", {"params": {"chat_id": chat_id}}),
+        ("get", "/v1/memory/documents", {}),
+        ("get", "/v1/memory/settings", {}),
+        ("post", "/v1/memory/search", {"json": {"chat_id": chat_id, "query": "x"}}),
+    ):
+        r = await getattr(client, method)(url, headers=trusted, **kwargs)
+        assert r.status_code == 403, (url, r.text)
 
 
 async def test_r2_5_memory_block_scope_and_limit_are_checked(
@@ -84,20 +98,6 @@ async def test_r2_5_memory_block_scope_and_limit_are_checked(
     assert bad_position.status_code == 422
 
 
-async def test_r2_5_memory_endpoints_are_master_only(client: httpx.AsyncClient) -> None:
-    chat_id = await _chat(client)
-    trusted = {"Authorization": f"Bearer {await make_user(client, 'trusted')}"}
-    for method, url, kwargs in (
-        ("post", "/v1/memory", {"json": {"chat_id": chat_id, "label": "x"}}),
-        ("get", "/v1/memory", {"params": {"chat_id": chat_id}}),
-        ("get", "/v1/memory/documents", {}),
-        ("get", "/v1/memory/settings", {}),
-        ("post", "/v1/memory/search", {"json": {"chat_id": chat_id, "query": "x"}}),
-    ):
-        r = await getattr(client, method)(url, headers=trusted, **kwargs)
-        assert r.status_code == 403, (url, r.text)
-
-
 async def test_r2_5_inherited_blocks_of_a_chat_are_listed(
     client: httpx.AsyncClient, core: Core
 ) -> None:
@@ -114,7 +114,9 @@ async def test_r2_5_inherited_blocks_of_a_chat_are_listed(
     assert [b["label"] for b in all_] == ["user_id", "character_id", "chat_id"]
 
 
-async def test_r2_5_documents_upload_list_delete(client: httpx.AsyncClient) -> None:
+async def test_r2_5_documents_upload_list_delete_and_refusals(
+    client: httpx.AsyncClient,
+) -> None:
     chat_id = await _chat(client)
     text = "# Ship log\n\n" + "\n\n".join(
         f"Day {i}: the crew of the Albatross sailed past island {i}." for i in range(200))
@@ -136,8 +138,7 @@ async def test_r2_5_documents_upload_list_delete(client: httpx.AsyncClient) -> N
     assert after["results"] == []
     assert (await client.delete(f"/v1/memory/documents/{doc['id']}")).status_code == 404
 
-
-async def test_r2_5_documents_refuse_what_is_not_text(client: httpx.AsyncClient) -> None:
+    # what is not UTF-8 text or Markdown is refused, and nothing is stored
     png = b"\x89PNG\r\n\x1a\n" + bytes(100)
     r = await client.post("/v1/memory/documents",
                           files={"file": ("a.png", png, "image/png")})
