@@ -29,9 +29,25 @@ PG_DEFAULT = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 BACKENDS = ("sqlite", "postgresql")
 
 
+# The heavy end-to-end folders run on SQLite only: their storage goes through the same store
+# code that the store, api, pipeline, memory, import, lore and durability tests run on both
+# backends. A module opts in with `pytestmark = pytest.mark.both_backends`;
+# EVACORE_TEST_ALL_BACKENDS=1 runs everything on both.
+SQLITE_ONLY_FOLDERS = ("generate", "agent_e2e", "assembly", "rules_integration")
+TESTS_DIR = Path(__file__).parent
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", BACKENDS, scope="session")
+        backends = BACKENDS
+        folder = Path(str(metafunc.module.__file__)).relative_to(TESTS_DIR).parts[0]
+        if (
+            folder in SQLITE_ONLY_FOLDERS
+            and metafunc.definition.get_closest_marker("both_backends") is None
+            and os.environ.get("EVACORE_TEST_ALL_BACKENDS") != "1"
+        ):
+            backends = ("sqlite",)
+        metafunc.parametrize("backend", backends, scope="session")
 
 
 def _pg_admin_url() -> str:

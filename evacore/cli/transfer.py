@@ -95,6 +95,8 @@ def _where(path: Path, roots: list[Path]) -> str:
 def print_summary(summary: ImportSummary, roots: list[Path], *, verbose: bool = False,
                   out: Console | None = None) -> None:
     out = out or console
+    if not out.is_terminal:  # piped or logged: full lines rather than a folded 80-column table
+        out = Console(file=out.file, width=max(out.width, 200), no_color=out.no_color)
     totals = Table("result", "kind", "files", title="Import summary")
     counts = Counter((r.status, r.kind or "-") for r in summary.results)
     for (status, kind), n in sorted(counts.items()):
@@ -103,7 +105,9 @@ def print_summary(summary: ImportSummary, roots: list[Path], *, verbose: bool = 
     shown = [r for r in summary.results
              if verbose or len(summary.results) <= DETAIL_ROWS or r.status != "imported"]
     if shown:
-        details = Table("file", "kind", "result", "detail", show_lines=False)
+        details = Table(show_lines=False)
+        for name in ("file", "kind", "result", "detail"):
+            details.add_column(name, overflow="fold")  # narrow terminals wrap, never hide
         for r in shown:
             note = r.detail + (f" [dim]({len(r.warnings)} warnings)[/dim]" if r.warnings else "")
             style = {"imported": "green", "skipped": "yellow", "failed": "red"}[r.status]

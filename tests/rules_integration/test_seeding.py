@@ -4,6 +4,8 @@ seeded rules, and waves are idempotent — also when two instances start at once
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import dataclasses
 from datetime import timedelta
@@ -19,6 +21,8 @@ from evacore.rules.service import run_seeding
 from evacore.store import rules as store
 from evacore.store.tables import SeedMeta, StreamRule
 from tests.rules_integration.helpers import SEEDED, add_rule
+
+pytestmark = pytest.mark.both_backends
 
 RELEASE_2 = tuple(
     dataclasses.replace(seed, text=seed.text + " (v2)", seed_hash=None, seed_version=2)

@@ -16,6 +16,8 @@ from evacore.store import rules as store
 from evacore.store.tables import Chat, StreamRule
 from tests.rules_integration.helpers import SEEDED, add_rule, fired, generate, new_chat
 
+pytestmark = pytest.mark.both_backends
+
 WRITE = {"name": "write_file", "arguments": {"path": "t.txt", "content": "x"}}
 
 

@@ -212,6 +212,12 @@ async def delete_chat(chat_id: str, who: AnyUser, session: SessionDep) -> Respon
     from evacore.store.lorebooks import unlink_target
 
     await unlink_target(session, "chat", chat.id, drop_orphans=False)
+    from sqlalchemy import delete as sql_delete
+
+    from evacore.store.tables import MemoryBlock
+
+    await session.execute(sql_delete(MemoryBlock).where(
+        MemoryBlock.scope_kind == "chat", MemoryBlock.scope_id == chat.id))
     await session.delete(chat)
     return Response(status_code=204)
 
