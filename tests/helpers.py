@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 
 
 def free_port() -> int:
@@ -64,3 +66,18 @@ class ServerProcess:
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+
+def parse_sse(body: str) -> list[tuple[str, Any]]:
+    """`event:`/`data:` blocks of an SSE body as (name, data) pairs, in order."""
+    events: list[tuple[str, Any]] = []
+    for block in body.split("\n\n"):
+        name, data = None, None
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = orjson.loads(line[6:])
+        if name:
+            events.append((name, data))
+    return events

@@ -3,21 +3,8 @@
 from __future__ import annotations
 
 import httpx
-import orjson
 
-
-def parse_sse(body: str) -> list[tuple[str, dict]]:
-    events = []
-    for block in body.split("\n\n"):
-        name, data = None, None
-        for line in block.splitlines():
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                data = orjson.loads(line[6:])
-        if name:
-            events.append((name, data))
-    return events
+from tests.helpers import parse_sse
 
 
 async def mock_connection(client: httpx.AsyncClient, **params) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from evacore.formats.cards import Card, read_card
+from tests.helpers import parse_sse  # noqa: F401 - re-exported for the tests here
 
 CARDS = Path("/work/shared/fixtures/cards")
 SERAPHINA = "st_default_Seraphina.v2.png"
@@ -93,15 +93,3 @@ async def chat_json(client: httpx.AsyncClient, chat_id: str) -> dict[str, Any]:
     return dict(r.json())
 
 
-def parse_sse(body: str) -> list[tuple[str, Any]]:
-    events: list[tuple[str, Any]] = []
-    for block in body.split("\n\n"):
-        name, data = None, None
-        for line in block.splitlines():
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                data = orjson.loads(line[6:])
-        if name:
-            events.append((name, data))
-    return events

@@ -5,26 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import orjson
 
 from tests.fakes.upstream import FAKE_API_KEY, FakeUpstream
+from tests.helpers import parse_sse  # noqa: F401 - re-exported for the tests here
 
 FAST_TIMEOUTS = {"connect": 2, "first_token": 5, "idle": 5, "total": 20}
 
 
-def parse_sse(body: str) -> list[tuple[str, Any]]:
-    """`event:`/`data:` blocks of an SSE body as (name, data) pairs, in order."""
-    events: list[tuple[str, Any]] = []
-    for block in body.split("\n\n"):
-        name, data = None, None
-        for line in block.splitlines():
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                data = orjson.loads(line[6:])
-        if name:
-            events.append((name, data))
-    return events
 
 
 def names(events: list[tuple[str, Any]]) -> list[str]:
