@@ -81,3 +81,15 @@ def parse_sse(body: str) -> list[tuple[str, Any]]:
         if name:
             events.append((name, data))
     return events
+
+
+def fixtures_dir() -> Path:
+    """The shared real-world fixtures: `../shared/fixtures` next to the project's root
+    (`EVACORE_FIXTURES` overrides)."""
+    override = os.environ.get("EVACORE_FIXTURES")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
+
+
+FIXTURES = fixtures_dir()

@@ -5,15 +5,15 @@ Must not: assemble prompts itself; every check reads what a real tour recorded.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from evacore.formats.cards import Card, read_card
 from tests.helpers import parse_sse  # noqa: F401 - re-exported for the tests here
+from tests.helpers import FIXTURES
 
-CARDS = Path("/work/shared/fixtures/cards")
+CARDS = FIXTURES / "cards"
 SERAPHINA = "st_default_Seraphina.v2.png"
 DEFAULT_CHAN = "choral_Default-chan.ccv3-only.png"
 AQUA = "tavernai_Aqua.v1.png"

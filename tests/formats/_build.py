@@ -11,12 +11,11 @@ import json
 import struct
 import zipfile
 import zlib
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
-FIXTURES = Path("/work/shared/fixtures")
+from tests.helpers import FIXTURES  # noqa: E402,I001
 CARD_FIXTURES = sorted((FIXTURES / "cards").glob("*.png"))
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

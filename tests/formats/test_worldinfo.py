@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from evacore.formats.worldinfo import (
     write_world_info,
 )
 from evacore.lore import CharacterFilter, Lorebook, LoreEntry, Position, Role, SelectiveLogic
+from tests.helpers import FIXTURES
 
-ELDORIA = Path("/work/shared/fixtures/worldinfo/st_Eldoria.json")
+ELDORIA = FIXTURES / "worldinfo" / "st_Eldoria.json"
 
 FULL_ST_ENTRY = {
     "uid": 7, "key": ["dragon", "/wyrm/i"], "keysecondary": ["gold"], "comment": "Dragons",

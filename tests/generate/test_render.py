@@ -14,8 +14,9 @@ from evacore.render import InstructTemplate, render_chat_template, render_text
 from evacore.store.tables import Preset
 from tests.fakes.upstream import FakeUpstream
 from tests.generate.helpers import fake_connection, new_chat, stream
+from tests.helpers import FIXTURES
 
-PRESETS = Path("/work/shared/fixtures/presets")
+PRESETS = FIXTURES / "presets"
 CARD = {
     "spec": "chara_card_v2", "spec_version": "2.0",
     "data": {"name": "Eva", "description": "{{char}} keeps the lighthouse.",

@@ -5,7 +5,6 @@ Must not: hold assertions of their own beyond response status checks.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +24,7 @@ from evacore.store.tables import (
     Variant,
 )
 
-FIXTURES = Path("/work/shared/fixtures")
+from tests.helpers import FIXTURES  # noqa: E402,I001
 CARDS = sorted((FIXTURES / "cards").glob("*.png"))
 CHATS = sorted((FIXTURES / "chats").glob("*.jsonl"))
 PRESETS = sorted((FIXTURES / "presets").rglob("*.json"))

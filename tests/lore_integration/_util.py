@@ -5,12 +5,11 @@ Must not: assert anything beyond response status checks.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-FIXTURES = Path("/work/shared/fixtures")
+from tests.helpers import FIXTURES  # noqa: E402,I001
 ELDORIA = FIXTURES / "worldinfo" / "st_Eldoria.json"
 SAKANA = FIXTURES / "cards" / "st_content_Sakana.v2-characterbook.png"
 

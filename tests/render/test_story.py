@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from evacore.errors import InvalidInput
 from evacore.render.instruct import ContextTemplate, InstructTemplate, bundled_context
 from evacore.render.story import render_handlebars, render_story_string, wrap_story_string
+from tests.helpers import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/presets")
+FIXTURES = SHARED_FIXTURES / "presets"
 PARAMS = {
     "system": "Stay in character.",
     "description": "Seraphina guards the forest.",

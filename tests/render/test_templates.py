@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from evacore.render.instruct import (
     list_bundled,
     list_bundled_context,
 )
+from tests.helpers import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/presets")
+FIXTURES = SHARED_FIXTURES / "presets"
 
 
 def load(relative: str) -> dict:

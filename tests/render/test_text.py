@@ -6,7 +6,6 @@ Expected prompts are written out by hand from the reference, not captured from t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,9 @@ from evacore.render.instruct import (
 )
 from evacore.render.story import render_story_string
 from evacore.render.text import render_text
+from tests.helpers import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/presets")
+FIXTURES = SHARED_FIXTURES / "presets"
 NAMES = {"char_name": "Seraphina", "user_name": "Anon"}
 SYSTEM = "You are Seraphina, guardian of the forest."
 CHAT = [
