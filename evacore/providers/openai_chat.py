@@ -8,30 +8,21 @@ does that once).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
-from evacore.errors import InvalidInput, ProviderProtocolError
-from evacore.providers._http import HTTPProvider
+from evacore.errors import InvalidInput
+from evacore.providers._openai_base import OpenAICompatibleProvider
 from evacore.providers._openai_wire import (
     COMPAT_SAMPLERS,
     message_tool_calls,
     normalise_finish,
-    openai_base,
-    openai_headers,
-    parse_openai_stream,
-    server_root,
     usage_from,
 )
-from evacore.providers._sse import SSEEvent
-from evacore.providers._tokenize import llamacpp_tokenize
-from evacore.providers._transport import label
 from evacore.providers.base import (
     Answer,
     Connection,
-    ProviderEvent,
     ProviderRequest,
     effective_max_tokens,
     effective_model,
@@ -163,34 +154,17 @@ def build_request_body(
     return body
 
 
-class OpenAIChatProvider(HTTPProvider):
+class OpenAIChatProvider(OpenAICompatibleProvider):
     kind = "openai-chat"
-
-    def __init__(self, connection: Connection, **kwargs: Any) -> None:
-        super().__init__(connection, **kwargs)
-        self._tokenize_missing = False
+    path = "/chat/completions"
+    chat = True
 
     def build_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
         return build_request_body(self.connection, request, stream=stream)
 
-    def endpoint(self, *, stream: bool) -> str:
-        return openai_base(self.connection.base_url) + "/chat/completions"
-
-    def headers(self, request: ProviderRequest, *, stream: bool) -> dict[str, str]:
-        return openai_headers(
-            self.connection, effective_params(self.connection, request), stream=stream
-        )
-
-    def parse_stream(
-        self, events: AsyncIterator[SSEEvent], request: ProviderRequest
-    ) -> AsyncIterator[ProviderEvent]:
-        return parse_openai_stream(events, self.connection, chat=True)
-
     def parse_answer(self, body: dict[str, Any], request: ProviderRequest) -> Answer:
-        choices = body.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise ProviderProtocolError(f"{label(self.connection)}: the answer has no choices")
-        message = choices[0].get("message") or {}
+        choice = self.first_choice(body)
+        message = choice.get("message") or {}
         content = message.get("content")
         if isinstance(content, list):
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -199,18 +173,8 @@ class OpenAIChatProvider(HTTPProvider):
         return Answer(
             text=content if isinstance(content, str) else "",
             tool_calls=calls,
-            finish_reason=normalise_finish(choices[0].get("finish_reason"), bool(calls)),
+            finish_reason=normalise_finish(choice.get("finish_reason"), bool(calls)),
             usage=usage_from(body.get("usage")),
             model=body.get("model") if isinstance(body.get("model"), str) else None,
             reasoning=reasoning if isinstance(reasoning, str) else "",
         )
-
-    async def count_tokens(self, text: str) -> int | None:
-        """llama.cpp's `POST /tokenize`; None where the server has no such endpoint."""
-        if self._tokenize_missing:
-            return None
-        count, missing = await llamacpp_tokenize(
-            self._client, server_root(self.connection.base_url), self.connection, text
-        )
-        self._tokenize_missing = missing
-        return count

@@ -6,27 +6,18 @@ Must not: touch the prompt; the instruct render (stage 9) already appended any p
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-from evacore.errors import InvalidInput, ProviderProtocolError
-from evacore.providers._http import HTTPProvider
+from evacore.errors import InvalidInput
+from evacore.providers._openai_base import OpenAICompatibleProvider
 from evacore.providers._openai_wire import (
     COMPAT_SAMPLERS,
     normalise_finish,
-    openai_base,
-    openai_headers,
-    parse_openai_stream,
-    server_root,
     usage_from,
 )
-from evacore.providers._sse import SSEEvent
-from evacore.providers._tokenize import llamacpp_tokenize
-from evacore.providers._transport import label
 from evacore.providers.base import (
     Answer,
     Connection,
-    ProviderEvent,
     ProviderRequest,
     effective_max_tokens,
     effective_model,
@@ -65,47 +56,20 @@ def build_request_body(
     return body
 
 
-class OpenAITextProvider(HTTPProvider):
+class OpenAITextProvider(OpenAICompatibleProvider):
     kind = "openai-text"
-
-    def __init__(self, connection: Connection, **kwargs: Any) -> None:
-        super().__init__(connection, **kwargs)
-        self._tokenize_missing = False
+    path = "/completions"
+    chat = False
 
     def build_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
         return build_request_body(self.connection, request, stream=stream)
 
-    def endpoint(self, *, stream: bool) -> str:
-        return openai_base(self.connection.base_url) + "/completions"
-
-    def headers(self, request: ProviderRequest, *, stream: bool) -> dict[str, str]:
-        return openai_headers(
-            self.connection, effective_params(self.connection, request), stream=stream
-        )
-
-    def parse_stream(
-        self, events: AsyncIterator[SSEEvent], request: ProviderRequest
-    ) -> AsyncIterator[ProviderEvent]:
-        return parse_openai_stream(events, self.connection, chat=False)
-
     def parse_answer(self, body: dict[str, Any], request: ProviderRequest) -> Answer:
-        choices = body.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise ProviderProtocolError(f"{label(self.connection)}: the answer has no choices")
-        text = choices[0].get("text")
+        choice = self.first_choice(body)
+        text = choice.get("text")
         return Answer(
             text=text if isinstance(text, str) else "",
-            finish_reason=normalise_finish(choices[0].get("finish_reason"), False),
+            finish_reason=normalise_finish(choice.get("finish_reason"), False),
             usage=usage_from(body.get("usage")),
             model=body.get("model") if isinstance(body.get("model"), str) else None,
         )
-
-    async def count_tokens(self, text: str) -> int | None:
-        """llama.cpp's `POST /tokenize`; None where the server has no such endpoint."""
-        if self._tokenize_missing:
-            return None
-        count, missing = await llamacpp_tokenize(
-            self._client, server_root(self.connection.base_url), self.connection, text
-        )
-        self._tokenize_missing = missing
-        return count
