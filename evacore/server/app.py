@@ -73,6 +73,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router, prefix="/v1")
+    app.include_router(stats.metrics_router)  # Prometheus scrapes `GET /metrics` (R8.6)
     return app
 
 

@@ -67,6 +67,8 @@ async def test_r6_11_firing_logs_records_counts_and_shows_in_stats(
     assert all(r["created_at"] for r in rows)
     # Prometheus
     metrics = (await client.get("/v1/metrics")).text
+    root = await client.get("/metrics", headers={"Authorization": ""})
+    assert root.status_code == 200 and "evacore_stream_rule_fired_total" in root.text
     assert "# TYPE evacore_stream_rule_fired_total counter" in metrics
     assert _counter(metrics, "t_hard", "true") == _counter(metrics_before, "t_hard", "true") + 1
     assert _counter(metrics, "t_soft", "false") == _counter(metrics_before, "t_soft", "false") + 1
