@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
+
 from evacore.errors import Aborted
 from evacore.logs import get_logger
 from evacore.memory.blocks import ChatScopes, blocks_for_chat, render_block
@@ -17,6 +19,7 @@ from evacore.memory.index import backfill, chat_keys
 from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
 from evacore.memory.ranking import Candidate, pack
 from evacore.memory.retrieve import Query, search
+from evacore.memory.schema import chunks
 from evacore.pipeline.prompt import Element
 from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text
 from evacore.store.settings import get_setting
@@ -160,7 +163,16 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     exclude.update(i for i in (tour.data.get("user_message_id"),
                                tour.data.get("target_message_id")) if i)
     state = chat.setdefault("state", {}).setdefault("retrieval", {})
+    every_message_kept = bool(tour.data.get("history_reached_start")) and all(
+        el.source.removeprefix("history:") in exclude for el in messages if el.kind == "history")
     async with core.session() as s:
+        if every_message_kept and not await _any_documents(s, tour, opts):
+            # Nothing has left the window and there is no document to search: no work to do.
+            kept = sum(1 for el in messages if el.source.removeprefix("history:") in exclude)
+            report.update(skipped="every message is in the prompt and no document is in scope",
+                          query="\n".join(reversed(texts)), budget=reserve, inserted=[], cut=[],
+                          excluded_in_window=kept)
+            return
         if opts.messages and opts.backfill_limit:
             done, state["indexed_to"] = await backfill(
                 s, tour.chat_id, int(state.get("indexed_to") or 0), opts.backfill_limit,
@@ -191,6 +203,16 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
                    "score": round(c.score, 4), "tokens": tokens} for c, _, tokens in packed.kept],
         cut=packed.cut[:50],
     )
+
+
+async def _any_documents(s: Any, tour: Tour, opts: RetrievalOptions) -> bool:
+    """Whether a data-bank document is in this chat's scope (one indexed lookup)."""
+    if not opts.documents:
+        return False
+    keys = [k for k in chat_keys(tour.chat_id, tour.data["chat"].get("character_id"),
+                                 messages=False, documents=True)]
+    row = await s.execute(select(chunks.c.id).where(chunks.c.scope_key.in_(keys)).limit(1))
+    return row.first() is not None
 
 
 def render(opts: RetrievalOptions, c: Candidate) -> str:
