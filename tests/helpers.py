@@ -89,7 +89,12 @@ def fixtures_dir() -> Path:
     override = os.environ.get("EVACORE_FIXTURES")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
+    here = Path(__file__).resolve().parent.parent
+    for folder in (here, *here.parents):  # a clone placed elsewhere finds the nearest one
+        candidate = folder.parent / "shared" / "fixtures"
+        if candidate.is_dir():
+            return candidate
+    return Path("/work/shared/fixtures")  # the checkout's own neighbour on this machine
 
 
 FIXTURES = fixtures_dir()

@@ -20,7 +20,12 @@ from evacore.providers._openai_wire import (
 from evacore.providers._sse import SSEEvent
 from evacore.providers._tokenize import llamacpp_tokenize
 from evacore.providers._transport import label
-from evacore.providers.base import Connection, ProviderEvent, ProviderRequest, effective_params
+from evacore.providers.base import (
+    Connection,
+    ProviderEvent,
+    ProviderRequest,
+    effective_params,
+)
 
 
 class OpenAICompatibleProvider(HTTPProvider):

@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 
-from evacore.providers.base import Answer, Finish, ProviderEvent, ReasoningDelta, TextDelta
+from evacore.providers.base import (
+    Answer,
+    Finish,
+    ProviderEvent,
+    ReasoningDelta,
+    TextDelta,
+)
 
 
 class StopScanner:

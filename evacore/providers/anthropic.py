@@ -31,6 +31,7 @@ from evacore.providers.base import (
     effective_max_tokens,
     effective_model,
     effective_params,
+    with_params,
 )
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -198,12 +199,7 @@ def build_request_body(
         body["tools"] = serialize_tools(request.tools)
     if "tool_choice" in params:
         body["tool_choice"] = _tool_choice(params["tool_choice"])
-    for key in sorted(ANTHROPIC_PARAMS & params.keys()):
-        body[key] = params[key]
-    extra = params.get("extra_body")
-    if isinstance(extra, dict):
-        body.update(extra)
-    return body
+    return with_params(body, params, ANTHROPIC_PARAMS)
 
 
 def _trailing_space(request: ProviderRequest) -> bool:

@@ -194,6 +194,17 @@ def effective_model(connection: Connection, request: ProviderRequest) -> str:
     return request.model or connection.model
 
 
+def with_params(body: dict[str, Any], params: dict[str, Any],
+                allowed: frozenset[str] | set[str]) -> dict[str, Any]:
+    """Add the allowed sampler params (in a stable order), then any `extra_body` verbatim."""
+    for key in sorted(allowed & params.keys()):
+        body[key] = params[key]
+    extra = params.get("extra_body")
+    if isinstance(extra, dict):
+        body.update(extra)
+    return body
+
+
 def heuristic_tokens(text: str) -> int:
     """SillyTavern's estimate when no tokenizer is known: ceil(chars / 3.35)."""
     return math.ceil(len(text) / 3.35) if text else 0

@@ -33,6 +33,7 @@ from evacore.providers.base import (
     effective_max_tokens,
     effective_model,
     effective_params,
+    with_params,
 )
 
 log = structlog.get_logger(__name__)
@@ -84,12 +85,7 @@ def build_request_body(
     for alias, name in KOBOLD_ALIASES.items():
         if alias in params and name not in params:
             body[name] = params[alias]
-    for key in sorted(KOBOLD_PARAMS & params.keys()):
-        body[key] = params[key]
-    extra = params.get("extra_body")
-    if isinstance(extra, dict):
-        body.update(extra)
-    return body
+    return with_params(body, params, KOBOLD_PARAMS)
 
 
 def _finish(reason: Any) -> str:

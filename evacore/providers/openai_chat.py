@@ -27,6 +27,7 @@ from evacore.providers.base import (
     effective_max_tokens,
     effective_model,
     effective_params,
+    with_params,
 )
 
 CHAT_PARAMS = frozenset({
@@ -146,12 +147,7 @@ def build_request_body(
         body["stop"] = list(request.stop)
     if request.tools:
         body["tools"] = serialize_tools(request.tools)
-    for key in sorted(CHAT_PARAMS & params.keys()):
-        body[key] = params[key]
-    extra = params.get("extra_body")
-    if isinstance(extra, dict):
-        body.update(extra)
-    return body
+    return with_params(body, params, CHAT_PARAMS)
 
 
 class OpenAIChatProvider(OpenAICompatibleProvider):

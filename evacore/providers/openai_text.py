@@ -22,6 +22,7 @@ from evacore.providers.base import (
     effective_max_tokens,
     effective_model,
     effective_params,
+    with_params,
 )
 
 TEXT_PARAMS = frozenset({
@@ -48,12 +49,7 @@ def build_request_body(
     body["max_tokens"] = effective_max_tokens(connection, request)
     if request.stop:
         body["stop"] = list(request.stop)
-    for key in sorted(TEXT_PARAMS & params.keys()):
-        body[key] = params[key]
-    extra = params.get("extra_body")
-    if isinstance(extra, dict):
-        body.update(extra)
-    return body
+    return with_params(body, params, TEXT_PARAMS)
 
 
 class OpenAITextProvider(OpenAICompatibleProvider):
