@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.dialects.sqlite.aiosqlite import dialect as aiosqlite_dialect
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -16,6 +17,8 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+
+from evacore.store.sqlite_driver import async_creator
 
 
 def is_sqlite(url: str) -> bool:
@@ -37,7 +40,9 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         database = make_url(url).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": 10}, **kwargs)
+        args, params = aiosqlite_dialect().create_connect_args(make_url(url))
+        engine = create_async_engine(
+            url, async_creator=async_creator(*args, **{**params, "timeout": 10}), **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     kwargs.setdefault("pool_size", 10)
