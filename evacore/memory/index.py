@@ -76,25 +76,28 @@ async def load_messages(s: AsyncSession, chat_id: str, *, ids: list[str] | None 
         stmt = stmt.order_by(Message.position.desc())
         limit = newest
     rows = (await s.execute(stmt.limit(limit))).all()
-    return [
-        IndexedMessage(id=m.id, position=m.position, role=m.role, name=m.name,
-                       content=(variant_text if m.active_variant_id else m.content) or "",
-                       hidden=bool(m.hidden), created_at=m.created_at)
-        for m, variant_text in rows
-    ]
+    return [_indexed(m, variant_text) for m, variant_text in rows]
+
+
+def _indexed(m: Message, variant_text: str | None) -> IndexedMessage:
+    return IndexedMessage(id=m.id, position=m.position, role=m.role, name=m.name,
+                          content=(variant_text if m.active_variant_id else m.content) or "",
+                          hidden=bool(m.hidden), created_at=m.created_at)
 
 
 async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMessage], *,
-                         chunk_chars: int = 1200, overlap: int = 200) -> int:
+                         chunk_chars: int = 1200, overlap: int = 200,
+                         stored: dict[str, str] | None = None) -> int:
     """Bring the chunks of these messages up to date; returns how many messages were
-    (re)indexed. Hidden and empty messages lose their chunks."""
+    (re)indexed. Hidden and empty messages lose their chunks. `stored`: the indexed text
+    hash of each message that has chunks, when the caller read it already."""
     if not messages:
         return 0
-    ids = [m.id for m in messages]
-    stored = dict((await s.execute(
-        select(chunks.c.message_id, chunks.c.text_hash)
-        .where(chunks.c.message_id.in_(ids), chunks.c.part == 0)
-    )).all())
+    if stored is None:
+        stored = dict((await s.execute(
+            select(chunks.c.message_id, chunks.c.text_hash)
+            .where(chunks.c.message_id.in_([m.id for m in messages]), chunks.c.part == 0)
+        )).all())
     key = message_key(chat_id)
     rows: list[dict[str, Any]] = []
     stale: list[str] = []
@@ -123,9 +126,19 @@ async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMe
 
 
 async def index_recent(s: AsyncSession, chat_id: str, newest: int = 4, **chunking: int) -> int:
-    """Index the newest messages of a chat (a tour's input and answer, a new variant)."""
-    return await index_messages(s, chat_id, await load_messages(s, chat_id, newest=newest),
-                                **chunking)
+    """Index the newest messages of a chat (a tour's input and answer, a new variant):
+    one query reads them with what the index holds of each."""
+    rows = (await s.execute(
+        select(Message, Variant.content, chunks.c.text_hash)
+        .outerjoin(Variant, Variant.id == Message.active_variant_id)
+        .outerjoin(chunks, and_(chunks.c.message_id == Message.id, chunks.c.part == 0))
+        .where(Message.chat_id == chat_id)
+        .order_by(Message.position.desc())
+        .limit(newest)
+    )).all()
+    stored = {m.id: digest for m, _, digest in rows if digest is not None}
+    return await index_messages(s, chat_id, [_indexed(m, text) for m, text, _ in rows],
+                                stored=stored, **chunking)
 
 
 async def backfill(s: AsyncSession, chat_id: str, from_position: int, limit: int,

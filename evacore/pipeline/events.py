@@ -42,3 +42,20 @@ class EventSink:
             if item is _END:
                 return
             yield item
+
+    async def batches(self) -> AsyncIterator[list[tuple[str, dict[str, Any]]]]:
+        """The events in order, each wait answered with every event queued by then: when a
+        provider sends a burst, the channel writes it at once instead of event by event."""
+        queue = self._queue
+        while True:
+            item = await queue.get()
+            if item is _END:
+                return
+            batch = [item]
+            while not queue.empty():
+                item = queue.get_nowait()
+                if item is _END:
+                    yield batch
+                    return
+                batch.append(item)
+            yield batch

@@ -86,13 +86,13 @@ async def run_tour(core: Core, tour: Tour) -> None:
 
     with bind_tour(tour.id, tour.chat_id):
         tour.diagnostics["seed"] = tour.seed
-        tour.diagnostics["env"] = dict(tour.env)
         if tour.env_overrides:
             tour.diagnostics["env_overrides"] = dict(tour.env_overrides)
         started = False
         try:
             await run_stage(core, tour, ASSEMBLE[0])
             started = True
+            tour.diagnostics["env"] = dict(tour.env)  # as stage 1 completed it (`picture`)
             for stage in ASSEMBLE[1:]:
                 _check_abort(tour)
                 await run_stage(core, tour, stage)

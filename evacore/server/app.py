@@ -15,13 +15,24 @@ from evacore.config import Settings, load_settings
 from evacore.core import Core, start_core
 from evacore.logs import get_logger
 from evacore.server.errors import install_error_handlers
-from evacore.server.routes import chats, connections, generate, health, tours, users
-from evacore.server.routes import characters, chat_io, personas, presets
-from evacore.server.routes import rules, stats
-from evacore.server.routes import plugins
-from evacore.server.routes import lorebooks
+from evacore.server.routes import (
+    characters,
+    chat_io,
+    chats,
+    connections,
+    generate,
+    health,
+    lorebooks,
+    memory,
+    personas,
+    plugins,
+    presets,
+    rules,
+    stats,
+    tours,
+    users,
+)
 from evacore.server.routes import settings as settings_routes
-from evacore.server.routes import memory
 
 log = get_logger(__name__)
 

@@ -5,14 +5,19 @@ Must not: take a role from anything but the token's user; never echo or log a to
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from evacore.errors import Forbidden, Unauthorized
-from evacore.store.users import user_for_token
+from evacore.store.users import hash_token, user_for_token
+
+REMEMBER_SECONDS = 5.0
+"""How long a checked token is taken on trust without reading the database again."""
+_REMEMBER_AT_MOST = 4096
 
 _bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <token>`")
 
@@ -39,11 +44,31 @@ async def current_identity(
     if credentials is None or not credentials.credentials:
         raise Unauthorized("a bearer token is required")
     core = request.app.state.core
+    known = checked_tokens(core)
+    key = hash_token(credentials.credentials)
+    now = time.monotonic()
+    hit = known.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1]
     async with core.session() as s:
         user = await user_for_token(s, credentials.credentials)
     if user is None:
+        known.pop(key, None)
         raise Unauthorized("the token is not valid")
-    return Identity(user_id=user.id, name=user.name, role=user.role)
+    identity = Identity(user_id=user.id, name=user.name, role=user.role)
+    if len(known) >= _REMEMBER_AT_MOST:
+        known.clear()
+    known[key] = (now + REMEMBER_SECONDS, identity)
+    return identity
+
+
+def checked_tokens(core: Any) -> dict[str, tuple[float, Identity]]:
+    """This core's recently checked tokens (hash -> (trusted until, identity)); clear it
+    when a user's role or tokens change so the change applies to the next request."""
+    known = core.services.get("checked_tokens")
+    if known is None:
+        known = core.services["checked_tokens"] = {}
+    return known  # type: ignore[no-any-return]
 
 
 async def master_identity(identity: Annotated[Identity, Depends(current_identity)]) -> Identity:

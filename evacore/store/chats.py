@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from evacore.domain.ids import utcnow
+from evacore.domain.ids import new_id, utcnow
 from evacore.errors import NotFound
-from evacore.store.tables import Chat, Message, Variant
+from evacore.store.tables import Character, Chat, Connection, Message, Persona, Variant
 
 
 @dataclass
@@ -45,6 +45,25 @@ async def get_chat(session: AsyncSession, chat_id: str, *, lock: bool = False) -
     return chat
 
 
+async def chat_with_parts(
+    session: AsyncSession, chat_id: str, *, lock: bool = False
+) -> tuple[Chat, Connection | None, Character | None, Persona | None]:
+    """The chat with its connection, character and persona, in one query (a tour's start)."""
+    stmt = (
+        select(Chat, Connection, Character, Persona)
+        .outerjoin(Connection, Connection.id == Chat.connection_id)
+        .outerjoin(Character, Character.id == Chat.character_id)
+        .outerjoin(Persona, Persona.id == Chat.persona_id)
+        .where(Chat.id == chat_id)
+    )
+    if lock and session.bind is not None and session.bind.dialect.name == "postgresql":
+        stmt = stmt.with_for_update(of=Chat)
+    row = (await session.execute(stmt)).first()
+    if row is None:
+        raise NotFound(f"chat {chat_id} not found")
+    return row[0], row[1], row[2], row[3]
+
+
 async def add_message(
     session: AsyncSession,
     chat: Chat,
@@ -56,12 +75,15 @@ async def add_message(
     hidden: bool = False,
     extra: dict[str, Any] | None = None,
     created_at: Any = None,
+    flush: bool = True,
 ) -> Message:
-    """Append a message at the chat's next position (positions never repeat)."""
+    """Append a message at the chat's next position (positions never repeat). With
+    `flush=False` it is written with the session's next flush (one round trip fewer)."""
     position = chat.next_position
     chat.next_position = position + 1
     chat.updated_at = utcnow()
     msg = Message(
+        id=new_id(),
         chat_id=chat.id,
         position=position,
         role=role,
@@ -74,18 +96,22 @@ async def add_message(
     if created_at is not None:
         msg.created_at = created_at
     session.add(msg)
-    await session.flush()
+    if flush:
+        await session.flush()
     return msg
 
 
 async def add_variant(
-    session: AsyncSession, message: Message, *, activate: bool = True, **fields: Any
+    session: AsyncSession, message: Message, *, activate: bool = True, flush: bool = True,
+    **fields: Any
 ) -> Variant:
-    variant = Variant(message_id=message.id, **fields)
+    variant = Variant(id=new_id(), message_id=message.id, **fields)
     session.add(variant)
-    await session.flush()
     if activate:
+        # set before the flush: a new message is inserted already pointing at it
         message.active_variant_id = variant.id
+    if flush:
+        await session.flush()
     return variant
 
 
@@ -127,34 +153,35 @@ async def history_newest_first(
     session: AsyncSession, chat_id: str, *, before: int | None = None, limit: int = 200
 ) -> list[HistoryMessage]:
     """A batch of messages, newest first, below position `before` (all when None)."""
-    stmt = select(Message).where(Message.chat_id == chat_id)
+    # One query: each message with only what a prompt needs of its active variant (a
+    # variant's metadata, the diagnostics of the tour that made it, can be large).
+    stmt = (
+        select(Message.id, Message.position, Message.role, Message.name, Message.content,
+               Message.images, Message.hidden, Message.created_at, Message.extra,
+               Variant.id, Variant.content, Variant.steps)
+        .outerjoin(Variant, Variant.id == Message.active_variant_id)
+        .where(Message.chat_id == chat_id)
+    )
     if before is not None:
         stmt = stmt.where(Message.position < before)
-    msgs = (await session.scalars(stmt.order_by(Message.position.desc()).limit(limit))).all()
-    active_ids = [m.active_variant_id for m in msgs if m.active_variant_id]
-    variants: dict[str, Any] = {}
-    if active_ids:
-        # Only what a prompt needs: a variant's metadata (diagnostics) can be large.
-        rows = (await session.execute(
-            select(Variant.id, Variant.content, Variant.steps).where(Variant.id.in_(active_ids))
-        )).all()
-        variants = {row.id: row for row in rows}
+    rows = (await session.execute(stmt.order_by(Message.position.desc()).limit(limit))).all()
     out = []
-    for m in msgs:
-        v = variants.get(m.active_variant_id or "")
+    for (id_, position, role, name, content, images, hidden, created_at, extra,
+         variant_id, variant_content, variant_steps) in rows:
+        found = variant_id is not None
         out.append(
             HistoryMessage(
-                id=m.id,
-                position=m.position,
-                role=m.role,
-                name=m.name,
-                content=v.content if v is not None else m.content,
-                images=m.images or [],
-                steps=(v.steps if v is not None else []) or [],
-                hidden=m.hidden,
-                variant_id=v.id if v is not None else None,
-                created_at=m.created_at,
-                resolved=v is None and _is_resolved(m),
+                id=id_,
+                position=position,
+                role=role,
+                name=name,
+                content=variant_content if found else content,
+                images=images or [],
+                steps=(variant_steps if found else []) or [],
+                hidden=hidden,
+                variant_id=variant_id,
+                created_at=created_at,
+                resolved=not found and _is_resolved(content, extra),
             )
         )
     return out
@@ -164,9 +191,9 @@ def _text_mark(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _is_resolved(m: Message) -> bool:
-    mark = (m.extra or {}).get("resolved")
-    return mark is not None and mark == _text_mark(m.content)
+def _is_resolved(content: str, extra: dict[str, Any] | None) -> bool:
+    mark = (extra or {}).get("resolved")
+    return mark is not None and mark == _text_mark(content)
 
 
 async def store_resolved_text(session: AsyncSession, message_id: str, text: str) -> None:

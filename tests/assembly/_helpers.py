@@ -10,8 +10,10 @@ from typing import Any
 import httpx
 
 from evacore.formats.cards import Card, read_card
-from tests.helpers import parse_sse  # noqa: F401 - re-exported for the tests here
-from tests.helpers import FIXTURES
+from tests.helpers import (
+    FIXTURES,
+    parse_sse,  # noqa: F401 - re-exported for the tests here
+)
 
 CARDS = FIXTURES / "cards"
 SERAPHINA = "st_default_Seraphina.v2.png"

@@ -16,6 +16,7 @@ from typing import Any
 from PIL import Image
 
 from tests.helpers import FIXTURES  # noqa: E402,I001
+
 CARD_FIXTURES = sorted((FIXTURES / "cards").glob("*.png"))
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

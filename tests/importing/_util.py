@@ -23,8 +23,8 @@ from evacore.store.tables import (
     Preset,
     Variant,
 )
-
 from tests.helpers import FIXTURES  # noqa: E402,I001
+
 CARDS = sorted((FIXTURES / "cards").glob("*.png"))
 CHATS = sorted((FIXTURES / "chats").glob("*.jsonl"))
 PRESETS = sorted((FIXTURES / "presets").rglob("*.json"))

@@ -27,8 +27,8 @@ from evacore.lore import (
     SourcedBook,
     WorldInfoSettings,
 )
-
 from tests.helpers import FIXTURES  # noqa: E402,I001
+
 CARDS_WITH_BOOKS = ["st_default_Seraphina.v2.png", "st_content_Sakana.v2-characterbook.png"]
 
 

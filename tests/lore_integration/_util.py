@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from tests.helpers import FIXTURES  # noqa: E402,I001
+
 ELDORIA = FIXTURES / "worldinfo" / "st_Eldoria.json"
 SAKANA = FIXTURES / "cards" / "st_content_Sakana.v2-characterbook.png"
 

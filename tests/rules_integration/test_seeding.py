@@ -4,13 +4,12 @@ seeded rules, and waves are idempotent — also when two instances start at once
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import dataclasses
 from datetime import timedelta
 
 import httpx
+import pytest
 from sqlalchemy import delete, update
 
 from evacore.config import Settings

@@ -62,6 +62,8 @@ async def _store_answer(s: AsyncSession, tour: Tour, status: str) -> tuple[str |
     if tour.mode == "continue":
         content = tour.answer  # the prefill (old text) is already at its front
     chat = await chat_store.get_chat(s, tour.chat_id)
+    # Nothing is flushed here: the message, its variant and the chat's counters go out
+    # with the transaction's next statement, one write per row.
     fields: dict[str, Any] = dict(
         content=content, steps=steps, finish_reason=tour.finish_reason, status=status,
         usage=tour.usage, timings=dict(tour.timings), model=tour.data.get("model")
@@ -73,9 +75,9 @@ async def _store_answer(s: AsyncSession, tour: Tour, status: str) -> tuple[str |
         message = await chat_store.get_message(s, tour.chat_id, target_id)
     else:
         message = await chat_store.add_message(
-            s, chat, role="assistant", name=tour.data["character"].get("name"),
+            s, chat, role="assistant", name=tour.data["character"].get("name"), flush=False,
         )
-    variant = await chat_store.add_variant(s, message, activate=True, **fields)
+    variant = await chat_store.add_variant(s, message, activate=True, flush=False, **fields)
     chat.updated_at = utcnow()
     return message.id, variant.id
 

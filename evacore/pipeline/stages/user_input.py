@@ -12,8 +12,6 @@ from evacore.errors import InvalidInput, NotFound
 from evacore.pipeline.tour import MODES
 from evacore.store import chats as chat_store
 from evacore.store import tours as tour_store
-from evacore.store.connections import get_connection
-from evacore.store.tables import Character, Persona
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -41,13 +39,19 @@ class UserInput:
         if tour.mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
         async with core.session() as s:
-            chat = await chat_store.get_chat(s, tour.chat_id, lock=True)
+            chat, connection, character, persona = await chat_store.chat_with_parts(
+                s, tour.chat_id, lock=True)
+            if tour.user_id and tour.role != "master" and chat.user_id != tour.user_id:
+                raise NotFound(f"chat {tour.chat_id} not found")
             if chat.connection_id is None:
                 raise InvalidInput("the chat has no connection; set connection_id first")
-            connection = await get_connection(s, chat.connection_id)
-            character = await s.get(Character, chat.character_id) if chat.character_id else None
-            persona = await s.get(Persona, chat.persona_id) if chat.persona_id else None
-            last = await chat_store.last_message(s, chat.id)
+            if connection is None:
+                raise NotFound(f"connection {chat.connection_id} not found")
+            if tour.input_images and "picture" not in (tour.env_overrides or {}):
+                tour.env["picture"] = bool(connection.vision)
+            # A normal turn with input needs nothing from the last message.
+            needs_last = tour.mode != "normal" or not (tour.input_text or tour.input_images)
+            last = await chat_store.last_message(s, chat.id) if needs_last else None
             target = await self._target(s, tour, chat, last)
             user_message_id = None
             if tour.mode == "normal" and (tour.input_text or tour.input_images):

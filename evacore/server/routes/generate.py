@@ -21,9 +21,7 @@ from evacore.pipeline.tour import Tour
 from evacore.server.auth import AnyUser
 from evacore.server.deps import CoreDep
 from evacore.server.errors import error_response
-from evacore.server.routes.chats import owned_chat
 from evacore.server.sse import sse_frame
-from evacore.store.tables import Connection
 
 router = APIRouter(tags=["generate"])
 
@@ -76,13 +74,13 @@ def step_limit(asked: Any, limit: int) -> int:
 
 
 async def build_tour(core: Any, chat_id: str, body: GenerateIn, who: Any) -> Tour:
-    async with core.session() as s:
-        chat = await owned_chat(s, chat_id, who)
-        conn = await s.get(Connection, chat.connection_id) if chat.connection_id else None
+    """The tour a request asks for, checked without touching the database: stage 1 reads
+    the chat (a chat that is not the caller's is a 404 there) and sets `env.picture` from
+    its connection."""
     images = body.message.images if body.message else []
     env = env_for_role(who.role)
     env["client_ops"] = bool(body.client_ops)
-    env["picture"] = bool(images) and bool(conn and conn.vision)
+    env["picture"] = bool(images)
     overrides = None
     if body.env:
         unknown = set(body.env) - set(ENV_FLAGS)
@@ -147,15 +145,15 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
                                   tour.error["message"], tour_id=tour.id)
         return JSONResponse(result_json(tour))
     manager.start(tour)
-    events = aiter(tour.events)
+    events = aiter(tour.events.batches())
     try:
         first = await anext(events, None)
     except asyncio.CancelledError:
         manager.abort_local(tour.id, "client disconnected")
         raise
-    if first is not None and first[0] == "error":
+    if first is not None and first[0][0] == "error":
         # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
-        code, message = first[1]["code"], first[1]["message"]
+        code, message = first[0][1]["code"], first[0][1]["message"]
         return error_response(status_for(code), code, message, tour_id=tour.id)
     return TourStream(manager, tour, _stream(first, events))
 
@@ -184,10 +182,13 @@ class TourStream(StreamingResponse):
             self.manager.abort_local(self.tour_id, "client disconnected")
 
 
-async def _stream(first: tuple[str, dict[str, Any]] | None,
-                  events: AsyncIterator[tuple[str, dict[str, Any]]]) -> AsyncIterator[bytes]:
+Batch = list[tuple[str, dict[str, Any]]]
+
+
+async def _stream(first: Batch | None, batches: AsyncIterator[Batch]) -> AsyncIterator[bytes]:
+    """One write per batch of queued events (a burst from the provider goes out at once)."""
     if first is None:
         return
-    yield sse_frame(*first)
-    async for name, data in events:
-        yield sse_frame(name, data)
+    yield b"".join(sse_frame(name, data) for name, data in first)
+    async for batch in batches:
+        yield b"".join(sse_frame(name, data) for name, data in batch)
