@@ -112,6 +112,7 @@ class Prompt:
 
     def __init__(self, elements: Iterable[Element] = ()) -> None:
         self._elements: list[Element] = []
+        self._ids: set[str] = set()
         self._changes: list[PromptChange] = []
         for el in elements:
             self.append(el)
@@ -124,7 +125,7 @@ class Prompt:
         return len(self._elements)
 
     def __contains__(self, element_id: object) -> bool:
-        return any(el.id == element_id for el in self._elements)
+        return element_id in self._ids
 
     @property
     def elements(self) -> tuple[Element, ...]:
@@ -150,8 +151,9 @@ class Prompt:
 
     # changing
     def _unique(self, el: Element) -> Element:
-        if el.id in self:
+        if el.id in self._ids:
             raise ValueError(f"duplicate prompt element id {el.id!r}")
+        self._ids.add(el.id)
         return el
 
     def append(self, el: Element) -> Element:
@@ -184,6 +186,7 @@ class Prompt:
     def remove(self, element_id: str, *, reason: str | None = None) -> Element:
         i = self.index(element_id)
         el = self._elements.pop(i)
+        self._ids.discard(el.id)
         self._changes.append(PromptChange("remove", el.id, before=_snapshot(el), reason=reason))
         return el
 
@@ -218,6 +221,7 @@ class Prompt:
         if old_order != new_order:
             self._changes.append(PromptChange("move", "*", reason=reason))
         self._elements = list(new)
+        self._ids = {el.id for el in self._elements}
 
     # change recording
     def take_changes(self) -> list[PromptChange]:
@@ -229,4 +233,5 @@ class Prompt:
         """An independent deep copy, changes not carried over."""
         p = Prompt()
         p._elements = [copy.deepcopy(el) for el in self._elements]
+        p._ids = set(self._ids)
         return p
