@@ -7,7 +7,9 @@ The prefill goes in front of the client's first delta exactly once (R2.12).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from typing import TYPE_CHECKING
 
 from evacore.providers.base import Finish, ReasoningDelta, TextDelta, ToolCall
@@ -15,6 +17,9 @@ from evacore.providers.base import Finish, ReasoningDelta, TextDelta, ToolCall
 if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.pipeline.tour import Step, Tour
+
+YIELD_EVERY = 0.0005
+"""Seconds of relaying without a pause after which the loop lets other tasks run."""
 
 
 class Streaming:
@@ -36,6 +41,7 @@ class Streaming:
             parts.append(stored_prefix)
         reasoning: list[str] = []
         events = tour.data.pop("events_iter")
+        yield_at = 0.0
         async with contextlib.aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta):
@@ -51,6 +57,12 @@ class Streaming:
                             text = prefix + text
                         tour.data["prefill_sent"] = True
                         tour.events.emit("delta", {"text": text})
+                        now = time.perf_counter()
+                        if now >= yield_at:
+                            # A burst already in the socket buffer is read without a pause:
+                            # let the channel send what is queued (the first token at once).
+                            yield_at = now + YIELD_EVERY
+                            await asyncio.sleep(0)
                 elif isinstance(event, ToolCall):
                     call = {"id": event.id, "name": event.name, "arguments": event.arguments}
                     step.tool_calls.append(call)
