@@ -24,6 +24,7 @@ from evacore.errors import InvalidInput
 from evacore.lore.model import MAX_SCAN_DEPTH, CharacterStrategy, Lorebook, WorldInfoSettings
 from evacore.lore.records import SourcedBook
 from evacore.store import lorebooks as store
+from evacore.store.recall import recall
 from evacore.store.settings import get_setting
 from evacore.store.tables import Chat
 
@@ -164,8 +165,10 @@ class LoreService:
     async def books_for(self, session: AsyncSession, *, chat_id: str | None,
                         character_id: str | None, persona_id: str | None) -> TourBooks:
         """Every book linked to the chat, its character, its persona or globally."""
-        links = await store.linked_books(session, chat_id=chat_id, character_id=character_id,
-                                         persona_id=persona_id)
+        links = await recall(
+            session, "lore", (chat_id, character_id, persona_id),
+            lambda: store.linked_books(session, chat_id=chat_id, character_id=character_id,
+                                       persona_id=persona_id))
         out = TourBooks()
         stamps = {book_id: f"{name}\x1f{updated.isoformat()}"
                   for book_id, _, name, updated in links}

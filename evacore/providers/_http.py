@@ -72,8 +72,12 @@ class HTTPProvider:
             body=self.build_body(request, stream=stream),
         )
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        wire = self.wire_request(request, stream=True)
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        return self.stream_wire(self.wire_request(request, stream=True), request)
+
+    async def stream_wire(self, wire: WireRequest, request: ProviderRequest
+                          ) -> AsyncIterator[ProviderEvent]:
+        """`stream` for a wire request already built (stage 11 records it first)."""
         events = self.upstream_events(wire, request)
         if request.stop:
             events = apply_stop(events, request.stop)

@@ -22,6 +22,7 @@ from evacore.memory.retrieve import Query, search
 from evacore.memory.schema import chunks
 from evacore.pipeline.prompt import Element
 from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text
+from evacore.store.recall import recall
 from evacore.store.settings import get_setting
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ class Memory:
         chat = tour.data["chat"]
         scopes = ChatScopes(tour.chat_id, chat.get("character_id"), chat.get("user_id"))
         async with core.session() as s:
-            blocks = await blocks_for_chat(s, scopes)
+            blocks = await recall(s, "memory_blocks", tuple(scopes.pairs()),
+                                  lambda: blocks_for_chat(s, scopes))
             instance = await get_setting(s, INSTANCE_KEY)
         options, warning = merge_lenient(instance, (chat.get("settings") or {}).get("retrieval"))
         tour.data["retrieval_options"] = options
@@ -211,8 +213,13 @@ async def _any_documents(s: Any, tour: Tour, opts: RetrievalOptions) -> bool:
         return False
     keys = [k for k in chat_keys(tour.chat_id, tour.data["chat"].get("character_id"),
                                  messages=False, documents=True)]
-    row = await s.execute(select(chunks.c.id).where(chunks.c.scope_key.in_(keys)).limit(1))
-    return row.first() is not None
+
+    async def load() -> bool:
+        row = await s.execute(select(chunks.c.id).where(chunks.c.scope_key.in_(keys)).limit(1))
+        return row.first() is not None
+
+    # a document's chunks come and go with its row in `retrieval_documents` (the topic)
+    return await recall(s, "documents", tuple(keys), load)
 
 
 def render(opts: RetrievalOptions, c: Candidate) -> str:

@@ -22,6 +22,7 @@ class Request:
     async def run(self, core: Core, tour: Tour) -> None:
         provider = provider_for(core, tour.data["connection"])
         request = tour.data["request"]
+        wire = None
         try:
             wire = provider.wire_request(request, stream=True)
             tour.diagnostics.setdefault("requests", []).append(
@@ -33,4 +34,6 @@ class Request:
                 {"step": len(tour.steps), "body": {"messages": request.messages,
                                                   "prompt": request.prompt}}
             )
-        tour.data["events_iter"] = provider.stream(request)
+        stream_wire = getattr(provider, "stream_wire", None)
+        tour.data["events_iter"] = (stream_wire(wire, request) if wire is not None and stream_wire
+                                    else provider.stream(request))
