@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import _report  # noqa: E402 - after the sys.path entry above
+import _report
 
 ROW_KEYS = ("bench", "metric", "value", "unit", "target", "met", "note")
 
