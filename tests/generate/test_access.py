@@ -65,3 +65,15 @@ async def test_r8_3_picture_follows_the_images_and_the_connection(
     assert r.status_code == 200, r.text
     tour = await tour_of(client, r.json()["tour_id"])
     assert tour["diagnostics"]["env"]["picture"] is expected
+
+
+async def test_r2_15_a_tour_records_when_its_first_token_went_out(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    openai_fake.script.reply("One two three.")
+    r = await generate(client, chat, "count", stream=False)
+    diagnostics = (await tour_of(client, r.json()["tour_id"]))["diagnostics"]
+    stages = sum(v for k, v in diagnostics["timings"].items()
+                 if k not in ("streaming", "postprocess", "save"))
+    assert stages <= diagnostics["first_token_ms"] < 30_000

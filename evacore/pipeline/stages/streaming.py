@@ -58,6 +58,10 @@ class Streaming:
                         tour.data["prefill_sent"] = True
                         tour.events.emit("delta", {"text": text})
                         now = time.perf_counter()
+                        if "first_token_ms" not in tour.diagnostics:
+                            # the first token the client gets, timed from the request
+                            tour.diagnostics["first_token_ms"] = round(
+                                (now - tour.started) * 1000, 3)
                         if now >= yield_at:
                             # A burst already in the socket buffer is read without a pause:
                             # let the channel send what is queued (the first token at once).
