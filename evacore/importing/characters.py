@@ -28,6 +28,7 @@ from evacore.formats.cards import (
 from evacore.formats.worldinfo import from_character_book, to_character_book
 from evacore.importing._rows import checked_name, column_text, ordered_ids
 from evacore.lore.model import Lorebook
+from evacore.memory.forget import forget_scope
 from evacore.store import characters as repo
 from evacore.store.lorebooks import load_lorebook, save_lorebook
 from evacore.store.tables import Character, CharacterAsset, LorebookLink
@@ -125,10 +126,12 @@ async def load_card(session: AsyncSession, character: Character) -> Card:
 
 
 async def forget_character(session: AsyncSession, character: Character) -> None:
-    """Delete the character with its assets and lorebook links. Its books stay (unlinked, as
-    SillyTavern keeps a world file when a character goes); chats fall back to the default."""
+    """Delete the character with its assets, lorebook links, memory blocks and documents. Its
+    books stay (unlinked, as SillyTavern keeps a world file when a character goes); chats
+    fall back to the default."""
     await session.execute(delete(LorebookLink).where(
         LorebookLink.target_kind == "character", LorebookLink.target_id == character.id))
+    await forget_scope(session, "character", character.id)
     await repo.delete_character(session, character)
 
 

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.errors import InvalidInput, NotFound
+from evacore.memory.forget import forget_scope
 from evacore.server.auth import AnyUser, Identity
 from evacore.server.deps import SessionDep
 from evacore.store import chats as repo
@@ -212,12 +213,7 @@ async def delete_chat(chat_id: str, who: AnyUser, session: SessionDep) -> Respon
     from evacore.store.lorebooks import unlink_target
 
     await unlink_target(session, "chat", chat.id, drop_orphans=False)
-    from sqlalchemy import delete as sql_delete
-
-    from evacore.store.tables import MemoryBlock
-
-    await session.execute(sql_delete(MemoryBlock).where(
-        MemoryBlock.scope_kind == "chat", MemoryBlock.scope_id == chat.id))
+    await forget_scope(session, "chat", chat.id)
     await session.delete(chat)
     return Response(status_code=204)
 
