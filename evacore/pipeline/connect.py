@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from evacore.providers._pools import SpreadTransport
 from evacore.providers.base import Connection, Provider, Timeouts, make_provider
 
 if TYPE_CHECKING:
@@ -21,7 +22,8 @@ class ProviderPool:
     def __init__(self) -> None:
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=30.0),
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+            transport=SpreadTransport(
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100)),
             follow_redirects=False,
         )
         self._providers: dict[tuple[Any, ...], Provider] = {}

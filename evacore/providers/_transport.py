@@ -31,6 +31,7 @@ from evacore.errors import (
     ProviderHTTPError,
     ProviderTimeout,
 )
+from evacore.providers._pools import SpreadTransport
 from evacore.providers._sse import SSEDecoder, SSEEvent
 from evacore.providers.base import Connection, Timeouts, WireRequest
 
@@ -55,11 +56,9 @@ _remember_missing_sniffio()
 
 def make_http_client() -> httpx.AsyncClient:
     """One shared HTTP/1.1 keep-alive client; per-request timeouts are set by the adapters."""
-    return httpx.AsyncClient(
-        timeout=None,
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=30),
-        follow_redirects=False,
-    )
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=30)
+    return httpx.AsyncClient(timeout=None, transport=SpreadTransport(limits=limits),
+                             follow_redirects=False)
 
 
 def label(conn: Connection) -> str:
