@@ -45,6 +45,10 @@ class SpreadTransport(httpx.AsyncBaseTransport):
             max_keepalive_connections=_share(limits.max_keepalive_connections, pools),
             keepalive_expiry=limits.keepalive_expiry,
         )
+        # one TLS context for all (each would otherwise load the CA bundle again)
+        kwargs["verify"] = httpx.create_ssl_context(
+            verify=kwargs.get("verify", True), cert=kwargs.pop("cert", None),
+            trust_env=kwargs.get("trust_env", True))
         self._transports = [httpx.AsyncHTTPTransport(limits=each, **kwargs)
                             for _ in range(max(1, pools))]
         self.in_flight = [0] * len(self._transports)
