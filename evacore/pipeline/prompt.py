@@ -103,6 +103,8 @@ class PromptChange:
     op: str  # "add" | "remove" | "change" | "move"
     id: str
     before: dict[str, Any] | None = None
+    """The element as it was and became: for a `change` only (an added or removed
+    element is named by its id in the change log)."""
     after: dict[str, Any] | None = None
     reason: str | None = None
 
@@ -158,12 +160,12 @@ class Prompt:
 
     def append(self, el: Element) -> Element:
         self._elements.append(self._unique(el))
-        self._changes.append(PromptChange("add", el.id, after=_snapshot(el)))
+        self._changes.append(PromptChange("add", el.id))
         return el
 
     def insert(self, index: int, el: Element) -> Element:
         self._elements.insert(index, self._unique(el))
-        self._changes.append(PromptChange("add", el.id, after=_snapshot(el)))
+        self._changes.append(PromptChange("add", el.id))
         return el
 
     def insert_before(self, anchor_id: str, el: Element) -> Element:
@@ -187,7 +189,7 @@ class Prompt:
         i = self.index(element_id)
         el = self._elements.pop(i)
         self._ids.discard(el.id)
-        self._changes.append(PromptChange("remove", el.id, before=_snapshot(el), reason=reason))
+        self._changes.append(PromptChange("remove", el.id, reason=reason))
         return el
 
     def set_content(self, element_id: str, content: Content) -> None:
@@ -205,13 +207,11 @@ class Prompt:
         new_ids = {el.id for el in new}
         for el in self._elements:
             if el.id not in new_ids:
-                self._changes.append(
-                    PromptChange("remove", el.id, before=_snapshot(el), reason=reason)
-                )
+                self._changes.append(PromptChange("remove", el.id, reason=reason))
         for el in new:
             prev = old.get(el.id)
             if prev is None:
-                self._changes.append(PromptChange("add", el.id, after=_snapshot(el)))
+                self._changes.append(PromptChange("add", el.id))
             elif _snapshot(prev) != _snapshot(el):
                 self._changes.append(
                     PromptChange("change", el.id, before=_snapshot(prev), after=_snapshot(el))
