@@ -275,6 +275,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             setup.warm(setup.chats(connections[(by_name["s1"].tokens, 0)], 1)[0])
             setup.http.close()
             rss_idle = procs.rss_bytes(server.pid)
+            speed_before = procs.calibrate()
             for sc in scenarios:
                 results[sc.name] = _measure(load_prefix, server, sc, ups[(sc.tokens,
                                             sc.delay_ms)][1], chats[sc.name], url)
@@ -287,6 +288,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 server.stop()
             for child, _ in ups.values():
                 child.stop()
+        speed_after = procs.calibrate()
     rows += _split_rows(results, by_name)
     s2, s3 = by_name["s2"], by_name["s3"]
     peak2, peak3 = results["s2"]["evacore"]["rss_peak"], results["s3"]["evacore"]["rss_peak"]
@@ -302,6 +304,11 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              f"<= {PER_STREAM_KB:g} KB", extra_kb <= PER_STREAM_KB),
         _row("litellm_proxy", None, "", _litellm_note()),
         _row("pinning", None, "", pin_note),
+        _row("machine_speed_us", round((speed_before + speed_after) / 2, 2), "µs",
+             f"a fixed workload (json.dumps of a 40-key dict) on evacore's CPU, before and "
+             f"after the scenarios: {speed_before:.2f} and {speed_after:.2f} µs. The shared "
+             "machine's speed drifts; when this is higher, every CPU and time figure here is "
+             "higher too"),
     ]
     return rows
 
