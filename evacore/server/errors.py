@@ -69,6 +69,12 @@ def install_error_handlers(app: FastAPI) -> None:
         log.warning("request.integrity_error", error=str(exc.orig)[:200])
         return error_response(409, "conflict", "that conflicts with what is stored")
 
+    @app.exception_handler(OverflowError)
+    async def _overflow(_: Request, exc: OverflowError) -> JSONResponse:
+        # a number from the request too large for the database (past 64 bits)
+        log.warning("request.number_out_of_range", error=str(exc)[:200])
+        return error_response(422, "invalid_input", "a number in the request is out of range")
+
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("request.crashed", error_type=type(exc).__name__)

@@ -178,7 +178,7 @@ async def create_chat(body: ChatIn, who: AnyUser, session: SessionDep) -> dict[s
 @router.get("/chats")
 async def list_chats(
     who: AnyUser, session: SessionDep, limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> dict[str, Any]:
     stmt = select(Chat).order_by(Chat.updated_at.desc()).offset(offset).limit(limit)
     if not who.is_master:
@@ -221,7 +221,8 @@ async def delete_chat(chat_id: str, who: AnyUser, session: SessionDep) -> Respon
 @router.get("/chats/{chat_id}/messages")
 async def list_messages(
     chat_id: str, who: AnyUser, session: SessionDep,
-    offset: int = Query(0, ge=0), limit: int | None = Query(None, ge=1, le=100_000),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
+    limit: int | None = Query(None, ge=1, le=100_000),
 ) -> dict[str, Any]:
     await owned_chat(session, chat_id, who)
     msgs, variants = await repo.list_messages(session, chat_id, offset=offset, limit=limit)
