@@ -305,10 +305,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         _row("litellm_proxy", None, "", _litellm_note()),
         _row("pinning", None, "", pin_note),
         _row("machine_speed_us", round((speed_before + speed_after) / 2, 2), "µs",
-             f"a fixed workload (json.dumps of a 40-key dict) on evacore's CPU, before and "
-             f"after the scenarios: {speed_before:.2f} and {speed_after:.2f} µs. The shared "
-             "machine's speed drifts; when this is higher, every CPU and time figure here is "
-             "higher too"),
+             f"a fixed pure-Python workload (json.dumps of a 40-key dict) on evacore's CPU, "
+             f"before and after the scenarios: {speed_before:.2f} and {speed_after:.2f} µs. "
+             "It follows the CPU's speed only; the relay also pays for system calls and "
+             "wake-ups, whose cost on this shared machine drifts more"),
     ]
     return rows
 
