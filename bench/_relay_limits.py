@@ -106,13 +106,15 @@ def explain(rows: list[dict[str, Any]]) -> str:
     if not parts:
         return ""
     speed = _value(rows, "machine_speed_us")
+    wakeups = _value(rows, "machine_wakeup_us")
     parts.append([
         ("**This machine.** Two shared cores whose speed drifts with other work on the host. "
          "The same code measured 50 µs per S1 token with a 4.5 ms added TTFT at one time of "
          "2026-11-30 and 73 µs with 7.2 ms an hour later; interleaved runs of two commits "
          "agreed within a few percent each time. S1's two targets sit inside that drift. "
-         f"(`machine_speed_us`, {speed:.1f} µs here, times pure Python only; the relay "
-         "also pays for system calls and wake-ups.) Ratios to the direct run travel better "
-         "than absolute figures."),
+         f"`machine_speed_us` ({speed:.1f} µs here) times pure Python and "
+         f"`machine_wakeup_us` ({wakeups:.1f} µs here) a loopback round trip, both on "
+         "evacore's CPU in this run, to set other runs against. Ratios to the direct run "
+         "travel better than absolute figures."),
     ])
     return "\n\n".join("\n".join(p) for p in parts)

@@ -276,6 +276,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             setup.http.close()
             rss_idle = procs.rss_bytes(server.pid)
             speed_before = procs.calibrate()
+            wakeups_before = procs.calibrate_wakeups()
             for sc in scenarios:
                 results[sc.name] = _measure(load_prefix, server, sc, ups[(sc.tokens,
                                             sc.delay_ms)][1], chats[sc.name], url)
@@ -289,6 +290,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             for child, _ in ups.values():
                 child.stop()
         speed_after = procs.calibrate()
+        wakeups_after = procs.calibrate_wakeups()
     rows += _split_rows(results, by_name)
     s2, s3 = by_name["s2"], by_name["s3"]
     peak2, peak3 = results["s2"]["evacore"]["rss_peak"], results["s3"]["evacore"]["rss_peak"]
@@ -308,7 +310,11 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              f"a fixed pure-Python workload (json.dumps of a 40-key dict) on evacore's CPU, "
              f"before and after the scenarios: {speed_before:.2f} and {speed_after:.2f} µs. "
              "It follows the CPU's speed only; the relay also pays for system calls and "
-             "wake-ups, whose cost on this shared machine drifts more"),
+             "wake-ups (the next row)"),
+        _row("machine_wakeup_us", round((wakeups_before + wakeups_after) / 2, 2), "µs",
+             "a loopback echo round trip (two socket writes, two reads, two wake-ups) on "
+             f"evacore's CPU, before and after: {wakeups_before:.2f} and {wakeups_after:.2f} "
+             "µs; a relayed token pays for this kind of work"),
     ]
     return rows
 
