@@ -63,19 +63,14 @@ def pinning() -> tuple[list[str], list[str], str]:
 
 
 def calibrate(rounds: int = 20000) -> float:
-    """µs per json.dumps of a fixed 40-key dict, run on the server's CPU (best of 5)."""
+    """µs per json.dumps of a fixed 40-key dict, run on the server's CPU."""
     sample = {f"key{i}": [i, f"value {i}", {"n": i * 1.5}] for i in range(40)}
 
-    def work() -> float:
-        best = math.inf
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(rounds // 5):
-                json.dumps(sample)
-            best = min(best, (time.perf_counter() - start) / (rounds // 5))
-        return best * 1e6
+    def batch(n: int) -> None:
+        for _ in range(n):
+            json.dumps(sample)
 
-    return _on_server_cpu(work)
+    return _on_server_cpu(lambda: _best_us(batch, rounds))
 
 
 def calibrate_wakeups(rounds: int = 2000) -> float:
@@ -83,36 +78,53 @@ def calibrate_wakeups(rounds: int = 2000) -> float:
     two socket writes, two reads and two wake-ups, what each relayed token also costs."""
     import asyncio
 
-    async def measure() -> float:
-        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            while data := await reader.read(64):
-                writer.write(data)
-            writer.close()
-
-        server = await asyncio.start_server(echo, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        best = math.inf
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(rounds // 5):
-                writer.write(b"x" * 32)
-                await reader.readexactly(32)
-            best = min(best, (time.perf_counter() - start) / (rounds // 5))
-        writer.close()
-        server.close()
-        return best * 1e6
-
     try:
         import uvloop
 
         loop = uvloop.new_event_loop()
     except ImportError:
         loop = asyncio.new_event_loop()
-    return _on_server_cpu(lambda: loop.run_until_complete(measure()), finally_=loop.close)
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(64):
+            writer.write(data)
+        writer.close()
+
+    async def trips(n: int) -> None:
+        for _ in range(n):
+            writer.write(b"x" * 32)
+            await reader.readexactly(32)
+
+    async def close() -> None:
+        writer.close()
+        await writer.wait_closed()
+        server.close()
+        await server.wait_closed()
+
+    server = loop.run_until_complete(asyncio.start_server(echo, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = loop.run_until_complete(asyncio.open_connection("127.0.0.1", port))
+    try:
+        return _on_server_cpu(lambda: _best_us(lambda n: loop.run_until_complete(trips(n)),
+                                               rounds))
+    finally:
+        loop.run_until_complete(close())
+        loop.close()
 
 
-def _on_server_cpu(work: Any, finally_: Any = None) -> float:
+def _best_us(batch: Any, rounds: int) -> float:
+    """µs per round of `batch(n)`, the best of five batches of `rounds / 5`."""
+    n = max(1, rounds // 5)
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        batch(n)
+        best = min(best, (time.perf_counter() - start) / n)
+    return best * 1e6
+
+
+def _on_server_cpu(work: Any) -> float:
+    """`work()` with this process pinned to the server's CPU for its duration."""
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     cpu = server_cpu()
     try:
@@ -122,8 +134,6 @@ def _on_server_cpu(work: Any, finally_: Any = None) -> float:
     finally:
         if cpus is not None:
             os.sched_setaffinity(0, cpus)
-        if finally_ is not None:
-            finally_()
 
 
 def cpu_seconds(pid: int) -> float:

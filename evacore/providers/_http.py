@@ -72,12 +72,9 @@ class HTTPProvider:
             body=self.build_body(request, stream=stream),
         )
 
-    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        return self.stream_wire(self.wire_request(request, stream=True), request)
-
-    async def stream_wire(self, wire: WireRequest, request: ProviderRequest
-                          ) -> AsyncIterator[ProviderEvent]:
-        """`stream` for a wire request already built (stage 11 records it first)."""
+    async def stream(self, request: ProviderRequest, *, wire: WireRequest | None = None
+                     ) -> AsyncIterator[ProviderEvent]:
+        wire = wire or self.wire_request(request, stream=True)
         events = self.upstream_events(wire, request)
         if request.stop:
             events = apply_stop(events, request.stop)

@@ -150,7 +150,11 @@ class WireRequest:
 class Provider(Protocol):
     connection: Connection
 
-    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
+    def stream(self, request: ProviderRequest, *, wire: WireRequest | None = None
+               ) -> AsyncIterator[ProviderEvent]:
+        """The answer's events; `wire` is this request's `wire_request(…, stream=True)` when
+        the caller built it already (an HTTP adapter sends it as it is)."""
+        ...
 
     async def complete(self, request: ProviderRequest) -> Answer: ...
 

@@ -195,7 +195,8 @@ class MockProvider:
                 body[key] = value
         return WireRequest("POST", "mock://" + body["model"], {}, body)
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, request: ProviderRequest, *, wire: WireRequest | None = None
+                     ) -> AsyncIterator[ProviderEvent]:
         events = self._events(request)
         if request.stop:
             events = apply_stop(events, request.stop)

@@ -56,6 +56,8 @@ async def recall(session: Any, topic: str, key: Hashable,
     if hit is not None and hit[0] > now:
         return hit[1]  # type: ignore[no-any-return]
     value = await load()
+    # the load's autoflush may have written this session's pending changes: then the value
+    # is this session's own view, not the database's, and is not remembered
     if memory is not None and not session.info.get(_WRITTEN):
         memory[(topic, key)] = (now + REMEMBER_SECONDS, value)
     return value

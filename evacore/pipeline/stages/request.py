@@ -34,6 +34,4 @@ class Request:
                 {"step": len(tour.steps), "body": {"messages": request.messages,
                                                   "prompt": request.prompt}}
             )
-        stream_wire = getattr(provider, "stream_wire", None)
-        tour.data["events_iter"] = (stream_wire(wire, request) if wire is not None and stream_wire
-                                    else provider.stream(request))
+        tour.data["events_iter"] = provider.stream(request, wire=wire)

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from evacore.pipeline.tour import Step, Tour
 
 YIELD_EVERY = 0.0005
-"""Seconds of relaying without a pause after which the loop lets other tasks run."""
+"""After a sent delta the stage lets other tasks run (the channel writes what is queued),
+at most once per this many seconds: the first token goes out at once, and a burst read
+from the socket buffer does not keep the channel waiting until its end."""
 
 
 class Streaming:
