@@ -94,7 +94,7 @@ async def _stored(core: Core) -> int:
 async def _latencies(core: Core, corpus: Corpus, n: int) -> tuple[float, float, float]:
     """Wall-clock p50 and p99 of a search, and the process CPU per search (all threads,
     SQLite's included): CPU is the steadier figure on a shared machine."""
-    service = core.services["memory"]
+    service = core.memory
     service.forget_stats()
     opts = RetrievalOptions()
     keys = [document_key("global")]
@@ -118,7 +118,7 @@ async def _vector(core: Core, corpus: Corpus, n: int) -> list[dict[str, Any]]:
     for chunk embeddings: embedding 10,000 chunks takes minutes on a CPU)."""
     from sqlalchemy import bindparam, select
 
-    service = core.services["memory"]
+    service = core.memory
     backend = CachedBackend(MiniLMBackend())
     service.use_backend(backend)
     rng = np.random.default_rng(1)

@@ -51,10 +51,9 @@ async def _core(data_dir: Path, *, keep_rules: bool, service: bool = True) -> tu
         await s.flush()
         chat_ids = [chat.id for chat in chats]
     if not service:
-        rules = core.services.pop("rules", None)
-        core.services.pop("rules_loader", None)
-        core.services["save_hooks"] = [hook for hook in core.services.get("save_hooks", [])
-                                       if getattr(hook, "__self__", None) is not rules]
+        rules, core.rules = core.rules, None
+        core.save_hooks[:] = [hook for hook in core.save_hooks
+                              if getattr(hook, "__self__", None) is not rules]
     return core, user.id, chat_ids
 
 
@@ -66,7 +65,7 @@ async def _first_delta_ms(core: Any, user_id: str, chats: list[str]) -> float:
     tour = Tour(chat_id=chat_id, user_id=user_id, role="master", env=env_for_role("master"),
                 input_text="Is the picnic still on tomorrow?")
     started = time.perf_counter()
-    task = core.services["tours"].start(tour)
+    task = core.tours.start(tour)
     first = None
     async for name, _ in tour.events:
         if name == "delta" and first is None:
@@ -81,18 +80,18 @@ async def _first_delta_ms(core: Any, user_id: str, chats: list[str]) -> float:
 
 async def _loader_ms(core: Any, user_id: str, chats: list[str], rounds: int) -> float:
     """p50 of the rules loader alone (the per-tour cost: version check, repeat records)."""
-    from evacore.agent.setup import tools_for_tour
     from evacore.domain.roles import env_for_role
     from evacore.pipeline.tour import Tour
+    from evacore.pipeline.tour_tools import tools_for_tour
 
     tour = Tour(chat_id=chats[0], user_id=user_id, role="master", env=env_for_role("master"))
     tour.data["chat"] = {"turn": 3, "state": {"stream_rules": {"last_fired": {}}}}
     tour.data["tools"] = tools_for_tour(core, tour)
-    load = core.services["rules_loader"]
+    load = core.rules.load_for_tour
     samples = []
     for _ in range(rounds):
         started = time.perf_counter()
-        await load(core, tour)
+        await load(tour)
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples)
 
@@ -107,7 +106,7 @@ async def _measure(tours: int) -> tuple[dict[str, list[float]], list[str], float
         try:
             seeded = sides["seeded"]
             async with seeded[0].session() as s:
-                loaded = (await seeded[0].services["rules"].ruleset(s)).names
+                loaded = (await seeded[0].rules.ruleset(s)).names
             for _ in range(2):  # warm every path and every chat (imports, caches, SQLite pages)
                 for side in sides.values():
                     for _ in range(CHATS):

@@ -1,11 +1,13 @@
-"""The running core of one instance: settings, database, and the services tours need.
+"""The running core of one instance: settings, the database, and the typed services tours need,
+built in one place in dependency order (`start_core`).
 
-Must not: speak HTTP (server/) or parse CLI arguments (cli.py); both build a Core and use it.
+Must not: speak HTTP (server/) or any channel's protocol (channels/), or parse CLI
+arguments (cli/); they all build a Core and start tours through `core.tours`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,60 +15,126 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from evacore.agent.registry import ToolRegistry
+from evacore.agent.tools import default_registry
+from evacore.agent.tools.client_ops import ClientOpBroker
+from evacore.agent.tools.memory import memory_tools
+from evacore.agent.tools.rule_tools import rule_tools
 from evacore.config import Settings
 from evacore.domain.ids import new_id, utcnow
+from evacore.formats.limits import Limits
 from evacore.logs import get_logger
+from evacore.macros.engine import MacroEngine
+from evacore.memory.service import MemoryService
+from evacore.pipeline.connect import ProviderPool
+from evacore.pipeline.manager import TourManager
+from evacore.plugins.host import PluginHost, load_plugins
+from evacore.services.lore import LoreService
+from evacore.services.rules import run_seeding
+from evacore.services.tour_rules import RulesService
 from evacore.store import migrate
-from evacore.store.db import create_engine, make_sessionmaker
+from evacore.store.connections import ensure_mock
+from evacore.store.db import Database, create_engine
 from evacore.store.tables import Tour
 from evacore.store.users import ensure_master
+from evacore.tokenize.cache import CountCache
 
 log = get_logger(__name__)
+
+SaveHook = Callable[[AsyncSession, Any], Awaitable[None]]
+"""Stage 14 hook: `(session, tour)`, inside the tour's save transaction."""
 
 
 @dataclass
 class Core:
+    """Everything a tour runs against. Channels start tours with `core.tours.start(...)`."""
+
     settings: Settings
-    engine: AsyncEngine
-    sessions: async_sessionmaker[AsyncSession]
+    db: Database
+    providers: ProviderPool
+    tools: ToolRegistry
+    """Every tool this instance knows (built-in, memory, rules, plugins); a tour is offered
+    the part its role and environment allow."""
+    client_ops: ClientOpBroker
+    macros: MacroEngine
+    count_cache: CountCache
+    lore: LoreService
+    memory: MemoryService
+    rules: RulesService | None
+    """None only for a core built without stream rules (benchmarks compare against it)."""
+    plugins: PluginHost
+    import_limits: Limits = field(default_factory=Limits)
+    save_hooks: list[SaveHook] = field(default_factory=list)
+    tool_services: dict[str, Any] = field(default_factory=dict)
+    """Objects tools reach through `ctx.service(name)` (a channel such as `telegram`)."""
+    token_cache: dict[str, Any] = field(default_factory=dict)
+    """Tokens checked recently (server/auth.py), so a burst of requests reads the database once."""
     instance_id: str = field(default_factory=new_id)
     bootstrap_token: str | None = None
     """The master token created on this start, if any (printed once by the caller)."""
-    services: dict[str, Any] = field(default_factory=dict)
+    tours: TourManager = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tours = TourManager(self)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self.db.engine
+
+    @property
+    def sessions(self) -> async_sessionmaker[AsyncSession]:
+        return self.db.sessions
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on error."""
-        async with self.sessions() as s, s.begin():
+        async with self.db.session() as s:
             yield s
 
     async def aclose(self) -> None:
-        for service in reversed(list(self.services.values())):
-            close = getattr(service, "aclose", None)
-            if close is not None:
-                await close()
+        """Stop in reverse order of start: tours first (their answers saved), then the rest."""
+        await self.tours.aclose()
+        if self.rules is not None:
+            await self.rules.aclose()
+        await self.memory.aclose()
+        await self.providers.aclose()
         await self.engine.dispose()
 
 
-async def start_core(settings: Settings, *, run_migrations: bool = True) -> Core:
-    """Open the database, apply migrations, bootstrap the master, mark crashed tours."""
+async def start_core(settings: Settings, *, run_migrations: bool = True,
+                     rules: bool = True) -> Core:
+    """Open the database, apply migrations, bootstrap the master, mark crashed tours, then
+    build the services in dependency order."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(settings.db_url)
+    db = Database(create_engine(settings.db_url))
     if run_migrations:
-        await migrate.upgrade(engine)
-    core = Core(
-        settings=settings,
-        engine=engine,
-        sessions=make_sessionmaker(engine),
-        instance_id=settings.instance_id or new_id(),
-    )
-    async with core.session() as s:
+        await migrate.upgrade(db.engine)
+    async with db.session() as s:
         token = settings.master_token.get_secret_value() if settings.master_token else None
-        core.bootstrap_token = await ensure_master(s, token)
+        bootstrap_token = await ensure_master(s, token)
         await mark_interrupted(s, settings.instance_id)
-    from evacore.services import install_services
-
-    await install_services(core)
+        await ensure_mock(s)
+    tools = default_registry()
+    macros = MacroEngine()
+    memory = MemoryService(db)
+    tour_rules = None
+    if rules:
+        await run_seeding(db)
+        tour_rules = RulesService(db)
+    plugins = PluginHost(await load_plugins(db, settings.plugins_dir))
+    core = Core(
+        settings=settings, db=db, providers=ProviderPool(), tools=tools,
+        client_ops=ClientOpBroker(), macros=macros, count_cache=CountCache(),
+        lore=LoreService(), memory=memory, rules=tour_rules, plugins=plugins,
+        instance_id=settings.instance_id or new_id(), bootstrap_token=bootstrap_token,
+    )
+    core.save_hooks.append(plugins.save_hook)
+    if tour_rules is not None:
+        core.save_hooks.append(tour_rules.save_firings)
+        tools.register_all(rule_tools())
+    core.save_hooks.append(memory.save_hook)
+    tools.register_all(memory_tools())
+    plugins.register_extensions(macros, tools)  # plugin tools never shadow evacore's own
     return core
 
 

@@ -202,6 +202,12 @@ class ToolRegistry:
             raise Conflict(f"a tool named {tool.name} is already registered")
         self._tools[tool.name] = tool
 
+    def register_all(self, tools: Iterable[Tool]) -> None:
+        """Register each tool whose name is not taken yet (the first registered wins)."""
+        for tool in tools:
+            if tool.name not in self._tools:
+                self._tools[tool.name] = tool
+
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
 

@@ -131,12 +131,11 @@ def _announce_bootstrap(core: object) -> None:
 def _register_groups() -> None:
     """Command groups living in their own modules (one module per group)."""
     # Each line adds one command module; keep one per line.
-    pass
-    from evacore.cli import transfer as _transfer; _transfer.register(app)  # noqa: E702
-    from evacore.cli import rules as _rules; app.add_typer(_rules.app, name="rules")  # noqa: E702
-    from evacore.cli import stats as _stats; app.command("stats")(_stats.stats)  # noqa: E702
-    from evacore.cli import demo as _demo; app.command("demo")(_demo.demo)  # noqa: E702
-    from evacore.cli import bench as _bench; app.command("bench")(_bench.bench)  # noqa: E702
+    from evacore.cli import transfer as _transfer; _transfer.register(app)
+    from evacore.cli import rules as _rules; app.add_typer(_rules.app, name="rules")
+    from evacore.cli import stats as _stats; app.command("stats")(_stats.stats)
+    from evacore.cli import demo as _demo; app.command("demo")(_demo.demo)
+    from evacore.cli import bench as _bench; app.command("bench")(_bench.bench)
 
 
 _register_groups()

@@ -98,7 +98,7 @@ async def _demo(data_dir: Path, token_delay: float, *, temporary: bool = False) 
 
 
 async def _show_rules(core: Any) -> None:
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     async with core.session() as s:
         rules = await service.list_rules(s)
@@ -133,20 +133,17 @@ async def _setup(core: Any, token_delay: float) -> tuple[str, str]:
 
 
 async def _turn(core: Any, chat_id: str, user_id: str, turn: dict[str, Any]) -> None:
-    from evacore.domain.roles import env_for_role
-    from evacore.pipeline.tour import Tour
+    from evacore.pipeline.request import TourRequest
 
     console.print()
     console.print(Line(f"[bold]{turn['title']}[/bold]", style="cyan", align="left"))
     console.print(Text(turn["intro"], style="italic dim"))
     overrides = turn["env"]
-    tour = Tour(chat_id=chat_id, user_id=user_id, role="master", stream=True,
-                env={**env_for_role("master"), **(overrides or {})}, env_overrides=overrides,
-                input_text=turn["say"])
     console.print(Text.assemble(("you › ", "bold green"), turn["say"]))
-    task = core.services["tours"].start(tour)
-    await _render_events(tour)
-    await task
+    running = core.tours.start(TourRequest(chat_id=chat_id, user_id=user_id, role="master",
+                                           env=overrides, text=turn["say"]))
+    await _render_events(running.tour)
+    await running
 
 
 async def _render_events(tour: Any) -> None:
@@ -234,7 +231,7 @@ def _insertions(tour: Any, messages: list[dict[str, Any]], shown: set[str]) -> N
 
 async def _show_stats(core: Any) -> None:
     from evacore.cli.stats import rules_stats_table
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     async with core.session() as s:
         data = await service.stats(s)

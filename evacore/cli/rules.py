@@ -114,7 +114,8 @@ def list_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List every stream rule."""
-    from evacore.rules import rule_to_json, service
+    from evacore.rules import rule_to_json
+    from evacore.services import rules as service
 
     rules = in_session(service.list_rules)
     if as_json:
@@ -138,7 +139,8 @@ def add_cmd(
     enabled: Annotated[bool, typer.Option("--enabled/--disabled")] = True,
 ) -> None:
     """Create a stream rule."""
-    from evacore.rules import service, validate_rule
+    from evacore.rules import validate_rule
+    from evacore.services import rules as service
 
     data: dict[str, Any] = {"name": name, "scope": scope, "text": text, "condition": condition,
                             "negate": negate, "when": _when(when) or [],
@@ -162,7 +164,7 @@ def edit_cmd(
     enabled: Annotated[bool | None, typer.Option("--enabled/--disabled")] = None,
 ) -> None:
     """Change fields of a stream rule; fields not given stay as they are."""
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     patch: dict[str, Any] = {}
     for key, value in (("scope", scope), ("condition", condition), ("negate", negate),
@@ -182,7 +184,7 @@ def edit_cmd(
 @app.command("rm")
 def rm_cmd(name: Annotated[str, typer.Argument(help="The rule to delete.")]) -> None:
     """Delete a stream rule (its firing records stay in the stats)."""
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     in_session(lambda s: service.delete_rule(s, name))
     console.print(f"[green]deleted[/green] [bold]{name}[/bold]")
@@ -200,7 +202,7 @@ def test_cmd(
                                                   "default: `when` is assumed to hold.")] = None,
 ) -> None:
     """Would the rule fire on this sample? Fires nothing, ignores repeat policies."""
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     flags = _when(env)
     rule, result = in_session(lambda s: service.probe(

@@ -47,11 +47,11 @@ def stats(
 ) -> None:
     """Rule firings (every rule, zeros too), tours by status and token totals."""
     from evacore.cli.rules import run_with_core
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     async def collect(core: Any) -> dict[str, Any]:
         async with core.session() as s:
-            return await service.stats(s, core.services.get("plugins"))
+            return await service.stats(s, core.plugins)
 
     data = run_with_core(collect)
     if as_json:

@@ -19,8 +19,16 @@ from evacore.formats._json import dump_compact, dump_pretty, load_json_bytes
 from evacore.formats.limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
-    "Card", "CardAsset", "CardKind", "detect_card_kind", "read_card", "parse_card_object",
-    "card_to_object", "write_png", "write_json", "write_charx",
+    "Card",
+    "CardAsset",
+    "CardKind",
+    "card_to_object",
+    "detect_card_kind",
+    "parse_card_object",
+    "read_card",
+    "write_charx",
+    "write_json",
+    "write_png",
 ]
 
 CardKind = Literal["png", "json", "charx"]

@@ -30,8 +30,8 @@ UPLOAD_SCHEMA: dict[str, Any] = {
 
 
 def import_limits(core: Any) -> Limits:
-    """The limits for imports: `core.services["import_limits"]` when set, else the defaults."""
-    limits = getattr(core, "services", {}).get("import_limits")
+    """The core's limits for imports (`core.import_limits`), else the defaults."""
+    limits = getattr(core, "import_limits", None)
     return limits if isinstance(limits, Limits) else DEFAULT_LIMITS
 
 

@@ -1,4 +1,4 @@
-"""The memory service of a running core (`core.services["memory"]`): the lexical index of
+"""The memory service of a running core (`core.memory`): the lexical index of
 this database, the vector cache, the embedding backend and its background worker, and the
 save hook that indexes each tour's new messages.
 
@@ -24,7 +24,7 @@ from evacore.store.settings import get_setting, put_setting
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from evacore.core import Core
+    from evacore.store.db import Database
 
 log = get_logger(__name__)
 _EMBED_BATCH = 16
@@ -32,9 +32,9 @@ _PAUSE_AFTER_FAILURE = 60.0
 
 
 class MemoryService:
-    def __init__(self, core: Core) -> None:
-        self.core = core
-        self.lexical = lexical_for(core.engine.dialect.name)
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.lexical = lexical_for(db.dialect)
         self.vectors = VectorCache()
         self._config: emb.EmbeddingConfig | None = None
         self._backend: emb.CachedBackend | None = None
@@ -71,7 +71,7 @@ class MemoryService:
         if time.monotonic() < self._paused_until:
             return None
         if not self._loaded:
-            async with self.core.session() as s:
+            async with self.db.session() as s:
                 stored = await get_setting(s, emb.SETTING_KEY)
             try:
                 self._config = emb.parse_config(stored)
@@ -135,12 +135,12 @@ class MemoryService:
         done = 0
         while limit is None or done < limit:
             size = _EMBED_BATCH if limit is None else min(_EMBED_BATCH, limit - done)
-            async with self.core.session() as s:
+            async with self.db.session() as s:
                 batch = await vectors.pending(s, backend.name, size)
             if not batch:
                 break
             matrix = await backend.embed([text for _, text in batch])
-            async with self.core.session() as s:
+            async with self.db.session() as s:
                 await vectors.store(s, backend.name, [i for i, _ in batch], matrix)
             done += len(batch)
         return done

@@ -71,7 +71,4 @@ def to_connection(snapshot: dict[str, Any]) -> Connection:
 
 
 def provider_for(core: Core, snapshot: dict[str, Any]) -> Provider:
-    pool = core.services.get("providers")
-    if pool is None:
-        pool = core.services["providers"] = ProviderPool()
-    return pool.get(snapshot)
+    return core.providers.get(snapshot)

@@ -1,25 +1,65 @@
-"""Running tours of this instance: start them as tasks, abort them, shut them down.
+"""Running tours of this instance: start them as tasks (the one door, R14.0), abort them,
+shut them down.
 
-Must not: run stages itself (runner.py does). Abort works across instances: an abort
-request for a tour owned elsewhere is a database flag its owner polls.
+Must not: run stages itself (runner.py does) or speak a channel's protocol. Abort works
+across instances: an abort request for a tour owned elsewhere is a database flag its owner
+polls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from evacore.logs import get_logger
+from evacore.pipeline.request import TourRequest, tour_for
 from evacore.pipeline.runner import run_tour
+from evacore.pipeline.tour import Tour
 from evacore.store import tours as tour_store
 
 if TYPE_CHECKING:
     from evacore.core import Core
-    from evacore.pipeline.tour import Tour
 
 log = get_logger(__name__)
 ABORT_POLL_SECONDS = 0.5
+
+
+Batch = list[tuple[str, dict[str, Any]]]
+
+
+class RunningTour:
+    """A started tour as a channel sees it: its events in order, its end, its abort."""
+
+    def __init__(self, manager: TourManager, tour: Tour, task: asyncio.Task[None]) -> None:
+        self.manager, self.tour, self.task = manager, tour, task
+
+    @property
+    def id(self) -> str:
+        return self.tour.id
+
+    def batches(self) -> AsyncIterator[Batch]:
+        """The tour's events, each batch holding every event queued by then (R8.4 names)."""
+        return self.tour.events.batches()
+
+    async def events(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """The tour's events one by one."""
+        async for batch in self.batches():
+            for event in batch:
+                yield event
+
+    async def result(self) -> Tour:
+        """Wait for the tour's end (it is saved by then); a cancelled waiter leaves it running."""
+        await asyncio.shield(self.task)
+        return self.tour
+
+    def abort(self, reason: str = "aborted") -> bool:
+        """Fire the tour's abort at once (a client that went away, a stop button)."""
+        return self.manager.abort_local(self.tour.id, reason)
+
+    def __await__(self) -> Any:
+        return self.task.__await__()
 
 
 class TourManager:
@@ -28,12 +68,18 @@ class TourManager:
         self.running: dict[str, tuple[Tour, asyncio.Task[None]]] = {}
         self._poller: asyncio.Task[None] | None = None
 
-    def start(self, tour: Tour) -> asyncio.Task[None]:
+    def start(self, request: TourRequest | Tour) -> RunningTour:
+        """Start a tour from any channel. A request is checked first (`InvalidInput` for what
+        does not fit); a prepared `Tour` starts as it is."""
+        if isinstance(request, TourRequest):
+            tour = tour_for(request, max_steps=self.core.settings.agent.max_steps)
+        else:
+            tour = request
         task = asyncio.create_task(self._run(tour), name=f"tour:{tour.id}")
         self.running[tour.id] = (tour, task)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll_aborts(), name="tour-abort-poller")
-        return task
+        return RunningTour(self, tour, task)
 
     async def _run(self, tour: Tour) -> None:
         try:
@@ -69,7 +115,7 @@ class TourManager:
                     flagged = await tour_store.abort_requested(s, ids)
                 for tour_id in flagged:
                     self.abort_local(tour_id, "aborted")
-            except Exception:  # noqa: BLE001 - polling must not die on a transient error
+            except Exception:
                 log.warning("tours.abort_poll_failed", exc_info=True)
 
     async def aclose(self) -> None:

@@ -8,10 +8,11 @@ Each stage is timed; each stage's prompt changes are attributed to it in the cha
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evacore.errors import Aborted, EvacoreError
 from evacore.logs import bind_tour, get_logger
+from evacore.pipeline.stages.base import run_stage
 from evacore.pipeline.stages.character import Character
 from evacore.pipeline.stages.context_shift import ContextShift
 from evacore.pipeline.stages.instruct import Instruct
@@ -26,6 +27,7 @@ from evacore.pipeline.stages.serialize import Serialize
 from evacore.pipeline.stages.streaming import Streaming
 from evacore.pipeline.stages.token_count import TokenCount
 from evacore.pipeline.stages.user_input import UserInput
+from evacore.pipeline.steps import announce, run_steps
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -43,47 +45,8 @@ FINISH: tuple[Stage, ...] = (PostProcess(), Save())
 STAGES: tuple[Stage, ...] = ASSEMBLE + STEP + FINISH
 
 
-async def run_stage(core: Core, tour: Tour, stage: Stage) -> None:
-    with tour.timed(stage.name):
-        await stage.run(core, tour)
-    record_changes(tour, stage.name, "stage")
-
-
-def record_changes(tour: Tour, stage: str, actor: str, **extra: Any) -> None:
-    """Attribute the prompt's pending changes to `stage`/`actor` in the change log."""
-    changes = tour.prompt.take_changes()
-    if not changes and not extra:
-        return
-    entry: dict[str, Any] = {
-        "stage": stage,
-        "actor": actor,
-        "added": [c.id for c in changes if c.op == "add"],
-        "removed": [{"id": c.id, "reason": c.reason} for c in changes if c.op == "remove"],
-        "changed": [
-            {"id": c.id, "before": _short(c.before), "after": _short(c.after)}
-            for c in changes if c.op == "change"
-        ],
-    }
-    if any(c.op == "move" for c in changes):
-        entry["moved"] = True
-    entry.update(extra)
-    tour.diagnostics.setdefault("changes", []).append(entry)
-
-
-def _short(snapshot: dict[str, Any] | None, limit: int = 2000) -> dict[str, Any] | None:
-    if snapshot is None:
-        return None
-    out = dict(snapshot)
-    content = out.get("content")
-    if isinstance(content, str) and len(content) > limit:
-        out["content"] = content[:limit] + f"… [{len(content) - limit} more characters]"
-    return out
-
-
 async def run_tour(core: Core, tour: Tour) -> None:
     """Run one tour to its end; never raises for the tour's own failures (they are saved)."""
-    from evacore.agent.loop import announce, run_steps
-
     with bind_tour(tour.id, tour.chat_id):
         tour.diagnostics["seed"] = tour.seed
         if tour.env_overrides:
@@ -96,7 +59,7 @@ async def run_tour(core: Core, tour: Tour) -> None:
             for stage in ASSEMBLE[1:]:
                 _check_abort(tour)
                 await run_stage(core, tour, stage)
-            await run_steps(core, tour)
+            await run_steps(core, tour, STEP)
             for stage in FINISH:
                 await run_stage(core, tour, stage)
             log.info("tour.completed", finish_reason=tour.finish_reason, steps=len(tour.steps))
@@ -127,7 +90,7 @@ async def run_tour(core: Core, tour: Tour) -> None:
             if started:
                 announce(tour, held=False)
             tour.events.emit("error", {"code": exc.code, "message": exc.message})
-        except Exception as exc:  # noqa: BLE001 - a bug must still end the tour visibly
+        except Exception as exc:
             log.exception("tour.crashed")
             err = EvacoreError(f"internal error: {type(exc).__name__}")
             if started:
@@ -138,9 +101,7 @@ async def run_tour(core: Core, tour: Tour) -> None:
                 announce(tour, held=False)
             tour.events.emit("error", {"code": "internal", "message": err.message})
         finally:
-            broker = core.services.get("client_ops")
-            if broker is not None:
-                broker.cancel_tour(tour.id)
+            core.client_ops.cancel_tour(tour.id)
             tour.events.close()
 
 

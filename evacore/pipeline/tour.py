@@ -15,7 +15,7 @@ from typing import Any
 
 from evacore.domain.ids import new_id
 from evacore.pipeline.events import EventSink
-from evacore.pipeline.prompt import Prompt
+from evacore.prompt.elements import Prompt
 
 MODES = ("normal", "regenerate", "swipe", "continue", "impersonate", "quiet")
 

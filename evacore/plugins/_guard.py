@@ -13,7 +13,7 @@ from itertools import chain
 from time import perf_counter
 from typing import Any
 
-from evacore.pipeline.changelog import ElementChanges, diff_elements
+from evacore.prompt.changelog import ElementChanges, diff_elements
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 ROLES = frozenset({"system", "user", "assistant", "tool"})

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from evacore.pipeline.changelog import ChangeLog
+    from evacore.prompt.changelog import ChangeLog
 
 
 class AbortLike(Protocol):

@@ -16,11 +16,11 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from evacore.errors import ToolError
-from evacore.pipeline.changelog import ChangeRecord, ElementChanges, diff_elements
 from evacore.plugins._guard import check_changes, copy_elements, deep_flags, describe_error, guarded
 from evacore.plugins.context import CtxBase, HookContext, InterceptorContext, PostprocessContext
 from evacore.plugins.manifest import HookSpec, MacroSpec
 from evacore.plugins.spec import HOOK_KINDS
+from evacore.prompt.changelog import ChangeRecord, ElementChanges, diff_elements
 
 if TYPE_CHECKING:
     from evacore.plugins.manager import PluginManager

@@ -11,14 +11,18 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import Counter
 from sqlalchemy import select
 
+from evacore.agent.registry import Tool, ToolContext, ToolRegistry
 from evacore.logs import get_logger
+from evacore.macros.engine import MacroEngine
 from evacore.plugins.context import CtxBase
 from evacore.plugins.manager import PluginManager
 from evacore.store.tables import PluginRecord
 
 if TYPE_CHECKING:
-    from evacore.core import Core
+    from pathlib import Path
+
     from evacore.pipeline.tour import Tour
+    from evacore.store.db import Database
 
 log = get_logger(__name__)
 
@@ -29,8 +33,7 @@ PLUGIN_FAILURES = Counter(
 
 
 class PluginHost:
-    def __init__(self, core: Core, manager: PluginManager) -> None:
-        self.core = core
+    def __init__(self, manager: PluginManager) -> None:
         self.manager = manager
         self._dirty: set[str] = set()
         manager.on_change = lambda name, _state: self._dirty.add(name)
@@ -55,7 +58,7 @@ class PluginHost:
             tour.data["plugin_ctx"] = base
         return base
 
-    async def postprocess(self, core: Core, tour: Tour, text: str) -> str:
+    async def postprocess(self, tour: Tour, text: str) -> str:
         if not self.manager.hooks("postprocess"):
             return text
         text, records = await self.dispatcher.run_postprocess(text, ctx_base=self.ctx_base(tour))
@@ -86,6 +89,28 @@ class PluginHost:
         if self._dirty:
             await self.persist(session)
 
+    def register_extensions(self, macros: MacroEngine, registry: ToolRegistry) -> None:
+        """Plugin macros into the macro engine, plugin tools into the tool registry (a name
+        already taken keeps its tool)."""
+        host = self
+        for name, fn in host.dispatcher.macro_functions().items():
+            macros.register(name, fn, description=f"plugin macro {name}")
+        for name, spec in host.manager.tools().items():
+
+            async def handler(args: dict[str, Any], ctx: ToolContext, _name: str = name) -> str:
+                tour = ctx.services.get("tour")
+                base = host.ctx_base(tour) if tour is not None else CtxBase(
+                    tour_id=ctx.tour_id, chat_id=ctx.chat_id, env={f: True for f in ctx.env},
+                    abort=ctx.abort)
+                return await host.dispatcher.run_tool(_name, args, ctx_base=base)
+
+            if registry.get(name) is None:
+                registry.register(Tool(
+                    name=name, description=spec.description, parameters=spec.parameters,
+                    handler=handler, roles=frozenset({"master", "trusted", "guest"}),
+                    kind="plugin", timeout=None,
+                ))
+
 
 def note_records(tour: Tour, stage: str, records: list[Any]) -> None:
     """Hook records (applied, skipped with the reason, failed) into the tour's diagnostics."""
@@ -99,40 +124,11 @@ def note_records(tour: Tour, stage: str, records: list[Any]) -> None:
         out.append(entry)
 
 
-async def install_plugins(core: Core) -> None:
-    manager = PluginManager.from_discovery(core.settings.plugins_dir)
-    async with core.session() as s:
+async def load_plugins(db: Database, plugins_dir: Path) -> PluginManager:
+    """Discover the plugins in `plugins_dir` and restore their stored state."""
+    manager = PluginManager.from_discovery(plugins_dir)
+    async with db.session() as s:
         rows = (await s.scalars(select(PluginRecord))).all()
     for warning in manager.load_state({r.name: r.state or {} for r in rows}):
         log.warning("plugins.state", warning=warning)
-    host = PluginHost(core, manager)
-    core.services["plugins"] = host
-    core.services.setdefault("save_hooks", []).append(host.save_hook)
-    _register_extensions(core, host)
-
-
-def _register_extensions(core: Core, host: PluginHost) -> None:
-    """Plugin macros into the macro engine, plugin tools into the tool registry."""
-    from evacore.agent.registry import Tool, ToolContext
-    from evacore.agent.setup import base_registry
-    from evacore.pipeline.stages.macros import macro_engine
-
-    engine = macro_engine(core)
-    for name, fn in host.dispatcher.macro_functions().items():
-        engine.register(name, fn, description=f"plugin macro {name}")
-    registry = base_registry(core)
-    for name, spec in host.manager.tools().items():
-
-        async def handler(args: dict[str, Any], ctx: ToolContext, _name: str = name) -> str:
-            tour = ctx.services.get("tour")
-            base = host.ctx_base(tour) if tour is not None else CtxBase(
-                tour_id=ctx.tour_id, chat_id=ctx.chat_id, env={f: True for f in ctx.env},
-                abort=ctx.abort)
-            return await host.dispatcher.run_tool(_name, args, ctx_base=base)
-
-        if registry.get(name) is None:
-            registry.register(Tool(
-                name=name, description=spec.description, parameters=spec.parameters,
-                handler=handler, roles=frozenset({"master", "trusted", "guest"}), kind="plugin",
-                timeout=None,
-            ))
+    return manager

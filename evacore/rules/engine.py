@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import structlog
 
-from evacore.agent.results import DEFAULT_MAX_CHARS, EMPTY_MARKER, cut_output
+from evacore.render.tool_results import DEFAULT_MAX_CHARS, EMPTY_MARKER, cut_output
 from evacore.rules import _checks
 from evacore.rules.model import Rule
 from evacore.rules.target import canonical_arguments

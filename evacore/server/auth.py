@@ -65,10 +65,7 @@ async def current_identity(
 def checked_tokens(core: Any) -> dict[str, tuple[float, Identity]]:
     """This core's recently checked tokens (hash -> (trusted until, identity)); clear it
     when a user's role or tokens change so the change applies to the next request."""
-    known = core.services.get("checked_tokens")
-    if known is None:
-        known = core.services["checked_tokens"] = {}
-    return known  # type: ignore[no-any-return]
+    return core.token_cache  # type: ignore[no-any-return]
 
 
 async def master_identity(identity: Annotated[Identity, Depends(current_identity)]) -> Identity:

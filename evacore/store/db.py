@@ -6,6 +6,8 @@ Must not: define tables (tables.py) or run queries beyond connection setup.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +75,21 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+class Database:
+    """One database: its engine and a session factory; what services below the core hold."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.sessions = make_sessionmaker(engine)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed on success, rolled back on error."""
+        async with self.sessions() as s, s.begin():
+            yield s

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from evacore.agent.registry import ToolSettings
-from evacore.agent.setup import tool_settings
+from evacore.pipeline.tour_tools import tool_settings
 from evacore.config import Settings
 from tests.agent_e2e._tours import named, run_tour, scripted_chat
 

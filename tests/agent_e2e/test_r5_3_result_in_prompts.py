@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from evacore.agent.results import CUT_NOTE, EMPTY_MARKER
+from evacore.render.tool_results import CUT_NOTE, EMPTY_MARKER
 from tests.agent_e2e._tours import (
     named,
     run_tour,

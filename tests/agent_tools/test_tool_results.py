@@ -1,6 +1,6 @@
 """R5.3 / §13: how a stored tool result looks in a prompt."""
 
-from evacore.agent.results import CUT_NOTE, EMPTY_MARKER, cut_output, prompt_result
+from evacore.render.tool_results import CUT_NOTE, EMPTY_MARKER, cut_output, prompt_result
 
 
 def test_r5_3_empty_output_is_the_marker_in_prompts() -> None:

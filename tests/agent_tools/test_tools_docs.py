@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from evacore.agent.registry import KINDS, ToolSettings
-from evacore.agent.results import CUT_NOTE, EMPTY_MARKER
+from evacore.render.tool_results import CUT_NOTE, EMPTY_MARKER
 from evacore.agent.tools import builtin_tools
 
 DOC = (Path(__file__).parents[2] / "docs" / "tools.md").read_text(encoding="utf-8")

@@ -57,7 +57,7 @@ CARD_CASES: list[tuple[str, bytes, int]] = [
 
 @pytest.fixture
 def small_limits(core: Core) -> Limits:
-    core.services["import_limits"] = SMALL
+    core.import_limits = SMALL
     return SMALL
 
 

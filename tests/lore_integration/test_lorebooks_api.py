@@ -95,7 +95,7 @@ async def test_r8_2_bad_lorebooks_are_refused_and_nothing_is_stored(
     for body in bad_books:
         r = await client.post("/v1/lorebooks", json=body)
         assert r.status_code == 422, (body, r.text)
-    core.services["import_limits"] = Limits(max_input_bytes=4096, max_text_bytes=1024)
+    core.import_limits = Limits(max_input_bytes=4096, max_text_bytes=1024)
     r = await client.post("/v1/lorebooks/import",
                           files={"file": ("big.json", b'{"entries": {}, "x": "' + b"a" * 2000 + b'"}')})
     assert r.status_code == 413

@@ -96,7 +96,7 @@ async def _chat_with(core: Core, lines: list[str]) -> str:
 
 async def _top(core: Core, chat_id: str, question: str) -> list[str]:
     async with core.session() as s:
-        found = await search(core.services["memory"], s, Query(
+        found = await search(core.memory, s, Query(
             keys=chat_keys(chat_id, None), texts=[question], options=RetrievalOptions(),
             chat_id=chat_id, newest_position=100))
     return [c.text for c in found.ranked if c.score >= RetrievalOptions().min_score]
@@ -109,7 +109,7 @@ async def test_r2_5_hybrid_search_finds_a_paraphrase(core: Core) -> None:
                                       "Dinner was pasta again."])
     question = "Did I get rid of the car?"
     assert fact not in await _top(core, chat_id, question)  # lexical search alone misses it
-    service = core.services["memory"]
+    service = core.memory
     seen: list[dict] = []
     service.use_backend(CachedBackend(OpenAIBackend("http://127.0.0.1:9/v1", "fake",
                                                     transport=_endpoint(seen))))
@@ -119,7 +119,7 @@ async def test_r2_5_hybrid_search_finds_a_paraphrase(core: Core) -> None:
 
 async def test_r2_5_a_failing_embeddings_endpoint_leaves_lexical_search(core: Core) -> None:
     chat_id = await _chat_with(core, ["My sister's cat is called Pumpernickel."])
-    service = core.services["memory"]
+    service = core.memory
     service.use_backend(CachedBackend(OpenAIBackend("http://127.0.0.1:9/v1", "fake",
                                                     transport=_endpoint([], 500))))
     hits = await _top(core, chat_id, "What's my sister's cat called?")

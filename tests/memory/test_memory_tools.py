@@ -32,7 +32,7 @@ async def _call(core: Core, chat_id: str, name: str, role: str = "master",
     ctx = ToolContext(workspace=core.settings.workspace_dir, role=role, env=frozenset(),
                       abort=asyncio.Event(), chat_id=chat_id, services={"core": core},
                       policy=policy or ToolPolicy())
-    outcome = await run_tool(core.services["tool_registry"], name, json.dumps(args), ctx)
+    outcome = await run_tool(core.tools, name, json.dumps(args), ctx)
     return outcome.output
 
 

@@ -11,7 +11,7 @@ import pytest
 from evacore.memory._terms import query_terms, words
 from evacore.memory.chunking import chunk_text
 from evacore.memory.ranking import Candidate, idf, lexical_score, pack, recency, relevance
-from evacore.pipeline.prompt import Element
+from evacore.prompt.elements import Element
 from evacore.pipeline.stages.memory import insert_blocks
 from evacore.pipeline.tour import Tour
 from evacore.store.tables import MemoryBlock

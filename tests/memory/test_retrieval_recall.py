@@ -36,7 +36,7 @@ async def _indexed_chat(core: Core, total: int, facts: list[tuple[str, str]]
 
 async def _recall(core: Core, chat_id: str, ids: list[str], where: dict[int, int],
                   facts: list[tuple[str, str]], opts: RetrievalOptions, k: int = 5) -> float:
-    service = core.services["memory"]
+    service = core.memory
     hits = 0
     async with core.session() as s:
         for i, (_fact, question) in enumerate(facts):
@@ -67,7 +67,7 @@ def _minilm_backend() -> CachedBackend:
 async def test_r2_5_vector_and_hybrid_recall_at_5(core: Core, backend: str, mode: str) -> None:
     facts = FACTS[:12]
     chat_id, ids, where = await _indexed_chat(core, 60, facts)
-    service = core.services["memory"]
+    service = core.memory
     service.use_backend(_minilm_backend())
     embedded = await service.embed_pending()
     assert embedded == len(ids)

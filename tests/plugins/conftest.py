@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evacore.pipeline.changelog import ChangeLog
+from evacore.prompt.changelog import ChangeLog
 from evacore.plugins import CtxBase, PluginManager, discover
 
 Loader = Callable[..., PluginManager]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from evacore.pipeline.changelog import TEXT_LIMIT, ChangeLog, ChangeRecord, diff_elements
+from evacore.prompt.changelog import TEXT_LIMIT, ChangeLog, ChangeRecord, diff_elements
 from tests.plugins.conftest import element
 
 

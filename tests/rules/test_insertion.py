@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evacore.agent.results import CUT_NOTE, EMPTY_MARKER
+from evacore.render.tool_results import CUT_NOTE, EMPTY_MARKER
 from evacore.rules import insert_reminders, reminder_block
 
 

@@ -11,7 +11,7 @@ import httpx
 
 from evacore.config import Settings
 from evacore.core import Core, start_core
-from evacore.rules import service
+from evacore.services import rules as service
 from tests.conftest import make_user
 from tests.rules_integration.helpers import generate, messages, new_chat
 
@@ -75,7 +75,7 @@ async def test_r6_9_rule_tools_are_not_offered_to_trusted_or_guest(
 async def test_r6_1_rule_changed_on_another_instance_applies_to_a_later_tour(
     client: httpx.AsyncClient, core: Core, settings: Settings
 ) -> None:
-    rules = core.services["rules"]
+    rules = core.rules
     async with core.session() as s:
         first = await rules.ruleset(s)
         assert await rules.ruleset(s) is first  # unchanged rules: the compiled set is reused

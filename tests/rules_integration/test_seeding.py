@@ -16,7 +16,7 @@ from evacore.config import Settings
 from evacore.core import Core, start_core
 from evacore.domain.ids import utcnow
 from evacore.rules import SEED_META_KEY, SEEDS
-from evacore.rules.service import run_seeding
+from evacore.services.rules import run_seeding
 from evacore.store import rules as store
 from evacore.store.tables import SeedMeta, StreamRule
 from tests.rules_integration.helpers import SEEDED, add_rule

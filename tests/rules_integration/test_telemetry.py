@@ -108,7 +108,7 @@ async def test_r6_11_aborted_tour_keeps_its_firing_records(
     master = (await client.get("/v1/me")).json()["id"]
     tour = Tour(chat_id=chat, user_id=master, role="master", env=env_for_role("master"),
                 input_text="go")
-    manager = core.services["tours"]
+    manager = core.tours
     task = manager.start(tour)
     async for name, _ in tour.events:
         if name == "tool_result":  # the soft rule has fired; the next step waits upstream

@@ -60,21 +60,21 @@ async def _run(ctx: ToolContext, action: Any) -> Any:
 
 
 async def stream_rule_list(args: dict[str, Any], ctx: ToolContext) -> str:
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     rules = await _run(ctx, service.list_rules)
     return _dump([_shown(r) for r in rules])
 
 
 async def stream_rule_create(args: dict[str, Any], ctx: ToolContext) -> str:
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     rule = await _run(ctx, lambda s: service.create_rule(s, args))
     return "created " + _dump(_shown(rule))
 
 
 async def stream_rule_edit(args: dict[str, Any], ctx: ToolContext) -> str:
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     name = args["name"]
     patch = {key: value for key, value in args.items() if key != "name"}
@@ -85,7 +85,7 @@ async def stream_rule_edit(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 async def stream_rule_delete(args: dict[str, Any], ctx: ToolContext) -> str:
-    from evacore.rules import service
+    from evacore.services import rules as service
 
     name = args["name"]
     await _run(ctx, lambda s: service.delete_rule(s, name))

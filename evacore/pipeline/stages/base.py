@@ -1,11 +1,12 @@
-"""What a stage is: a named unit with one job, run by the runner and timed.
+"""What a stage is: a named unit with one job, run by the runner and timed, and the change
+log entry that attributes a stage's prompt changes to it.
 
 Must not: implement plugin contract rules (plugins/dispatch.py alone does) or call other stages.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -17,3 +18,40 @@ class Stage(Protocol):
     name: str
 
     async def run(self, core: Core, tour: Tour) -> None: ...
+
+
+async def run_stage(core: Core, tour: Tour, stage: Stage) -> None:
+    with tour.timed(stage.name):
+        await stage.run(core, tour)
+    record_changes(tour, stage.name, "stage")
+
+
+def record_changes(tour: Tour, stage: str, actor: str, **extra: Any) -> None:
+    """Attribute the prompt's pending changes to `stage`/`actor` in the change log."""
+    changes = tour.prompt.take_changes()
+    if not changes and not extra:
+        return
+    entry: dict[str, Any] = {
+        "stage": stage,
+        "actor": actor,
+        "added": [c.id for c in changes if c.op == "add"],
+        "removed": [{"id": c.id, "reason": c.reason} for c in changes if c.op == "remove"],
+        "changed": [
+            {"id": c.id, "before": _short(c.before), "after": _short(c.after)}
+            for c in changes if c.op == "change"
+        ],
+    }
+    if any(c.op == "move" for c in changes):
+        entry["moved"] = True
+    entry.update(extra)
+    tour.diagnostics.setdefault("changes", []).append(entry)
+
+
+def _short(snapshot: dict[str, Any] | None, limit: int = 2000) -> dict[str, Any] | None:
+    if snapshot is None:
+        return None
+    out = dict(snapshot)
+    content = out.get("content")
+    if isinstance(content, str) and len(content) > limit:
+        out["content"] = content[:limit] + f"… [{len(content) - limit} more characters]"
+    return out

@@ -11,8 +11,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from evacore.agent.results import DEFAULT_MAX_CHARS, prompt_result
-from evacore.pipeline.prompt import Element
+from evacore.prompt.elements import Element
+from evacore.render.tool_results import DEFAULT_MAX_CHARS, prompt_result
 from evacore.store import chats as chat_store
 
 if TYPE_CHECKING:

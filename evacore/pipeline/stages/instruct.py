@@ -35,13 +35,13 @@ _STORY_IDS = {
     "card.personality": "personality", "card.scenario": "scenario",
 }
 _MODEL_PRESETS = (
-    (re.compile(r"llama[-_ ]?3|llama-?4", re.I), "Llama 3 Instruct"),
-    (re.compile(r"mistral|mixtral", re.I), "Mistral V2 & V3"),
-    (re.compile(r"gemma", re.I), "Gemma 2"),
-    (re.compile(r"command-?r", re.I), "Command R"),
-    (re.compile(r"phi-?3", re.I), "Phi"),
-    (re.compile(r"vicuna", re.I), "Vicuna 1.1"),
-    (re.compile(r"alpaca", re.I), "Alpaca"),
+    (re.compile(r"llama[-_ ]?3|llama-?4", re.IGNORECASE), "Llama 3 Instruct"),
+    (re.compile(r"mistral|mixtral", re.IGNORECASE), "Mistral V2 & V3"),
+    (re.compile(r"gemma", re.IGNORECASE), "Gemma 2"),
+    (re.compile(r"command-?r", re.IGNORECASE), "Command R"),
+    (re.compile(r"phi-?3", re.IGNORECASE), "Phi"),
+    (re.compile(r"vicuna", re.IGNORECASE), "Vicuna 1.1"),
+    (re.compile(r"alpaca", re.IGNORECASE), "Alpaca"),
 )
 
 

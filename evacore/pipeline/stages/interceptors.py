@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from evacore.pipeline.prompt import Element, Prompt
+from evacore.pipeline.stages.base import record_changes
+from evacore.pipeline.stages.context_shift import fit_prompt
+from evacore.plugins.host import note_records
+from evacore.prompt.elements import Element, Prompt
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -28,12 +31,8 @@ class Interceptors:
     name = "interceptors"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        from evacore.pipeline.runner import record_changes
-        from evacore.pipeline.stages.context_shift import fit_prompt
-        from evacore.plugins.host import note_records
-
-        host = core.services.get("plugins")
-        if host is None or not host.manager.hooks("interceptor"):
+        host = core.plugins
+        if not host.manager.hooks("interceptor"):
             return
         dicts = [el.to_dict() for el in tour.prompt]
         result = await host.dispatcher.run_interceptors(dicts, ctx_base=host.ctx_base(tour))

@@ -17,14 +17,14 @@ from evacore.errors import Aborted
 from evacore.logs import get_logger
 from evacore.lore import CharacterInfo, Position, ScanMessage, TimedState, place, scan
 from evacore.lore.records import Activation
-from evacore.lore.service import chat_length, effective_settings, global_world_info, lore_service
-from evacore.pipeline.prompt import Element, Prompt
 from evacore.pipeline.stages.character import (
     DEFAULT_ORDER,
     IMPERSONATE_PROMPT,
     with_original,
 )
 from evacore.pipeline.stages.token_count import count_text
+from evacore.prompt.elements import Element, Prompt
+from evacore.services.lore import chat_length, effective_settings, global_world_info
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -66,7 +66,7 @@ class Lorebook:
         chat = tour.data["chat"]
         leave_out = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate") else None
         async with core.session() as s:
-            books = await lore_service(core).books_for(
+            books = await core.lore.books_for(
                 s, chat_id=tour.chat_id, character_id=tour.data.get("character_id"),
                 persona_id=tour.data["persona"].get("id"),
             )

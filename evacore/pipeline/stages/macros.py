@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evacore.domain.ids import utcnow
-from evacore.macros import MacroEngine, MacroEnv
+from evacore.macros import MacroEnv
 from evacore.store import chats as chat_store
 from evacore.store.settings import get_setting
 
@@ -18,13 +18,6 @@ if TYPE_CHECKING:
     from evacore.pipeline.tour import Tour
 
 HISTORY_BATCH = 200
-
-
-def macro_engine(core: Core) -> MacroEngine:
-    engine = core.services.get("macros")
-    if engine is None:
-        engine = core.services["macros"] = MacroEngine()
-    return engine
 
 
 class Macros:
@@ -73,7 +66,7 @@ class Macros:
             now=utcnow().astimezone(),
             rng=tour.rng,
         )
-        engine = macro_engine(core)
+        engine = core.macros
         tour.data["macro_env"] = env
         tour.data["global_vars_before"] = dict(global_vars)
         tour.data["expand"] = lambda text: engine.evaluate(text, env) if text else text

@@ -20,8 +20,8 @@ from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
 from evacore.memory.ranking import Candidate, pack
 from evacore.memory.retrieve import Query, search
 from evacore.memory.schema import chunks
-from evacore.pipeline.prompt import Element
 from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text
+from evacore.prompt.elements import Element
 from evacore.store.recall import recall
 from evacore.store.settings import get_setting
 
@@ -42,7 +42,7 @@ class Memory:
     name = "memory"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        service: MemoryService | None = core.services.get("memory")
+        service: MemoryService | None = core.memory
         if service is None:
             return
         chat = tour.data["chat"]

@@ -17,7 +17,6 @@ class PostProcess:
     name = "postprocess"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        hooks = core.services.get("plugins")
-        if hooks is None or not tour.answer:
+        if not tour.answer:
             return
-        tour.answer = await hooks.postprocess(core, tour, tour.answer)
+        tour.answer = await core.plugins.postprocess(tour, tour.answer)

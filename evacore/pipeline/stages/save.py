@@ -99,7 +99,7 @@ async def _store_chat_state(s: AsyncSession, tour: Tour, *, committed: bool) -> 
 
 async def _store_extras(core: Core, s: AsyncSession, tour: Tour) -> None:
     """Records other packages keep per tour (rule firings …), in the same transaction."""
-    for writer in core.services.get("save_hooks", []):
+    for writer in core.save_hooks:
         await writer(s, tour)
 
 
@@ -155,6 +155,6 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
                 s, tour.id, status=status, diagnostics=diagnostics_of(tour), error=tour.error,
                 message_id=message_id, variant_id=variant_id,
             )
-    except Exception:  # noqa: BLE001 - the failure itself must not be lost in a second one
+    except Exception:
         log.exception("tour.save_failure_failed")
     tour.data["saved"] = (message_id, variant_id)

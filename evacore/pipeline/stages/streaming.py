@@ -31,8 +31,7 @@ class Streaming:
     async def run(self, core: Core, tour: Tour) -> None:
         step: Step = tour.data["step"]
         holding: bool = tour.data.get("holding", False)
-        host = core.services.get("plugins")
-        stream_hooks = host.stream_hooks(tour) if host is not None else None
+        stream_hooks = core.plugins.stream_hooks(tour)
         parts: list[str] = []
         tour.data["partial"] = parts
         tour.data["partial_tokens"] = False  # a prefill alone is no partial answer

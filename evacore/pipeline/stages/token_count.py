@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evacore.logs import get_logger
-from evacore.tokenize import CountCache, TokenizerProfile, cached_count, cached_count_async
+from evacore.tokenize import TokenizerProfile, cached_count, cached_count_async
 from evacore.tokenize import get_profile as _get_profile
 
 if TYPE_CHECKING:
     from evacore.core import Core
-    from evacore.pipeline.prompt import Element
     from evacore.pipeline.tour import Tour
+    from evacore.prompt.elements import Element
 
 log = get_logger(__name__)
 
@@ -63,20 +63,13 @@ class Frame:
 CHAT_FRAME = Frame()
 
 
-def count_cache(core: Core) -> CountCache:
-    cache = core.services.get("count_cache")
-    if cache is None:
-        cache = core.services["count_cache"] = CountCache()
-    return cache
-
-
 def profile_for(core: Core, tour: Tour) -> TokenizerProfile:
     """The connection's profile (cached per tour); a profile that cannot load falls back."""
     profile = tour.data.get("tokenizer")
     if profile is not None:
         return profile
     conn = tour.data["connection"]
-    pool = core.services.get("providers")
+    pool = core.providers
     try:
         profile = _get_profile(conn.get("tokenizer"), model=conn.get("model"),
                                base_url=conn.get("base_url"),
@@ -158,12 +151,12 @@ def _parts(el: Element, frame: Frame = CHAT_FRAME) -> tuple[str, int]:
 
 def count_text(core: Core, tour: Tour, text: str) -> int:
     """Tokens of one text with this tour's profile (cached; sync)."""
-    return cached_count(count_cache(core), profile_for(core, tour), text)
+    return cached_count(core.count_cache, profile_for(core, tour), text)
 
 
 async def count_elements(core: Core, tour: Tour) -> int:
     """Count elements without a count; returns the prompt's total (frame included)."""
-    cache, profile, frame = count_cache(core), profile_for(core, tour), frame_of(tour)
+    cache, profile, frame = core.count_cache, profile_for(core, tour), frame_of(tour)
     total = frame.fixed
     for el in tour.prompt:
         if el.tokens is None:
@@ -175,7 +168,7 @@ async def count_elements(core: Core, tour: Tour) -> int:
 
 def count_prompt(core: Core, tour: Tour) -> int:
     """Sync recount for code that cannot await (counts missing elements from the cache)."""
-    cache, profile, frame = count_cache(core), profile_for(core, tour), frame_of(tour)
+    cache, profile, frame = core.count_cache, profile_for(core, tour), frame_of(tour)
     total = frame.fixed
     for el in tour.prompt:
         if el.tokens is None:
@@ -190,7 +183,7 @@ class TokenCount:
     name = "token_count"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        cache = count_cache(core)
+        cache = core.count_cache
         hits = cache.hits
         frame = tour.data["text_frame"] = await text_frame(core, tour)
         total = await count_elements(core, tour)

@@ -93,7 +93,7 @@ async def _chat_lorebooks(session: AsyncSession, chat_id: str) -> list[str]:
 def _check_settings(settings: dict[str, Any] | None) -> None:
     """A chat's `world_info` override must validate like the global one (422 otherwise)."""
     if settings and settings.get("world_info") is not None:
-        from evacore.lore.service import parse_world_info
+        from evacore.services.lore import parse_world_info
 
         parse_world_info(settings["world_info"], strict=True)
 

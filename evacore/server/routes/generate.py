@@ -1,7 +1,9 @@
-"""`POST /v1/chats/{id}/generate` (R8.3, R12.4): start a tour, stream it as SSE or answer JSON.
+"""`POST /v1/chats/{id}/generate` (R8.3, R12.4): the body becomes a `TourRequest` through the
+core's one door; the tour streams back as SSE or answers as JSON.
 
-Must not: run stages; the tour runs as a task of this instance and outlives nothing: a
-client that disconnects fires the tour's abort, which closes the upstream request at once.
+Must not: run stages or check the request's meaning (the door does); the tour runs as a
+task of this instance and outlives nothing: a client that disconnects fires the tour's
+abort, which closes the upstream request at once.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from evacore.agent.tools.client_ops import make_client_op_tools
-from evacore.domain.roles import ENV_FLAGS, env_for_role
-from evacore.errors import EvacoreError, InvalidInput, ProviderError
+from evacore.errors import EvacoreError, ProviderError
+from evacore.pipeline.manager import RunningTour
+from evacore.pipeline.request import TourRequest
 from evacore.pipeline.tour import Tour
-from evacore.server.auth import AnyUser
+from evacore.server.auth import AnyUser, Identity
 from evacore.server.deps import CoreDep
 from evacore.server.errors import error_response
 from evacore.server.sse import sse_frame
@@ -65,46 +67,15 @@ def status_for(code: str) -> int:
     return _STATUS.get(code, 500)
 
 
-def step_limit(asked: Any, limit: int) -> int:
-    """A request's `params.max_steps`: a positive integer that may lower `agent.max_steps`
-    for this tour, never raise it (R5.1)."""
-    if not isinstance(asked, int) or isinstance(asked, bool) or asked < 1:
-        raise InvalidInput("params.max_steps must be a positive integer")
-    return min(asked, limit)
-
-
-async def build_tour(core: Any, chat_id: str, body: GenerateIn, who: Any) -> Tour:
-    """The tour a request asks for, checked without touching the database: stage 1 reads
-    the chat (a chat that is not the caller's is a 404 there) and sets `env.picture` from
-    its connection."""
-    images = body.message.images if body.message else []
-    env = env_for_role(who.role)
-    env["client_ops"] = bool(body.client_ops)
-    env["picture"] = bool(images)
-    overrides = None
-    if body.env:
-        unknown = set(body.env) - set(ENV_FLAGS)
-        if unknown:
-            raise InvalidInput(f"unknown env flags: {', '.join(sorted(unknown))}; "
-                               f"known: {', '.join(ENV_FLAGS)}")
-        if who.is_master:
-            overrides = dict(body.env)
-            env.update(overrides)
-    if body.mode == "normal" and not (body.message and (body.message.content or images)):
-        raise InvalidInput("message.content is required in normal mode")
-    client_ops = [op.model_dump() for op in body.client_ops]
-    make_client_op_tools(client_ops)  # a malformed declaration is a 422 before the tour starts
-    params = dict(body.params)
-    if "max_steps" in params:
-        params["max_steps"] = step_limit(params["max_steps"], core.settings.agent.max_steps)
-    if body.prefill is not None:
-        params["prefill"] = body.prefill
-    return Tour(
-        chat_id=chat_id, user_id=who.user_id, role=who.role, mode=body.mode, stream=body.stream,
-        env=env, env_overrides=overrides,
-        input_text=body.message.content if body.message else "",
-        input_images=images, params=params,
-        client_ops=client_ops,
+def tour_request(chat_id: str, body: GenerateIn, who: Identity) -> TourRequest:
+    """The body of a generate request in the core's terms (checked by the door)."""
+    return TourRequest(
+        chat_id=chat_id, user_id=who.user_id, role=who.role, mode=body.mode,
+        stream=body.stream, env=body.env,
+        text=body.message.content if body.message else "",
+        images=list(body.message.images) if body.message else [],
+        client_ops=[op.model_dump() for op in body.client_ops],
+        params=dict(body.params), prefill=body.prefill,
     )
 
 
@@ -125,18 +96,17 @@ def result_json(tour: Tour) -> dict[str, Any]:
 @router.post("/chats/{chat_id}/generate")
 async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
                    request: Request) -> Any:
-    tour = await build_tour(core, chat_id, body, who)
-    manager = core.services["tours"]
+    running = core.tours.start(tour_request(chat_id, body, who))
+    tour = running.tour
     if not body.stream:
-        task = manager.start(tour)
         gone = asyncio.ensure_future(_client_gone(request))
         try:
-            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():  # nobody waits for the answer any more: stop paying for it
-                manager.abort_local(tour.id, "client disconnected")
-            await asyncio.shield(task)
+            await asyncio.wait({running.task, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not running.task.done():  # nobody waits for the answer any more
+                running.abort("client disconnected")
+            await running.result()
         except asyncio.CancelledError:
-            manager.abort_local(tour.id, "client disconnected")
+            running.abort("client disconnected")
             raise
         finally:
             gone.cancel()
@@ -144,18 +114,17 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
             return error_response(status_for(tour.error["code"]), tour.error["code"],
                                   tour.error["message"], tour_id=tour.id)
         return JSONResponse(result_json(tour))
-    manager.start(tour)
-    events = aiter(tour.events.batches())
+    events = aiter(running.batches())
     try:
         first = await anext(events, None)
     except asyncio.CancelledError:
-        manager.abort_local(tour.id, "client disconnected")
+        running.abort("client disconnected")
         raise
     if first is not None and first[0][0] == "error":
         # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
         code, message = first[0][1]["code"], first[0][1]["message"]
         return error_response(status_for(code), code, message, tour_id=tour.id)
-    return TourStream(manager, tour, _stream(first, events))
+    return TourStream(running, _stream(first, events))
 
 
 async def _client_gone(request: Request) -> None:
@@ -169,17 +138,19 @@ class TourStream(StreamingResponse):
     """The tour's events as SSE. However the response ends (finished, client gone, server
     cancelled it before the first byte), a tour still running then is aborted at once."""
 
-    def __init__(self, manager: Any, tour: Tour, frames: AsyncIterator[bytes]) -> None:
-        super().__init__(frames, media_type="text/event-stream",
+    def __init__(self, running: RunningTour, frames: AsyncIterator[bytes],
+                 headers: dict[str, str] | None = None,
+                 media_type: str = "text/event-stream") -> None:
+        super().__init__(frames, media_type=media_type,
                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                                  "X-Tour-Id": tour.id})
-        self.manager, self.tour_id = manager, tour.id
+                                  "X-Tour-Id": running.id, **(headers or {})})
+        self.running = running
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self.manager.abort_local(self.tour_id, "client disconnected")
+            self.running.abort("client disconnected")
 
 
 Batch = list[tuple[str, dict[str, Any]]]

@@ -85,10 +85,7 @@ class SearchIn(BaseModel):
 
 
 def _service(core: Any) -> MemoryService:
-    service = core.services.get("memory")
-    if service is None:
-        raise NotFound("memory is not installed on this core")
-    return service
+    return core.memory  # type: ignore[no-any-return]
 
 
 async def _scope(session: Any, chat_id: str | None, character_id: str | None,

@@ -26,18 +26,18 @@ class PluginPatch(BaseModel):
 
 @router.get("/plugins")
 async def list_plugins(_: Master, core: CoreDep) -> dict[str, Any]:
-    return {"plugins": core.services["plugins"].manager.list()}
+    return {"plugins": core.plugins.manager.list()}
 
 
 @router.get("/plugins/{name}")
 async def get_plugin(name: str, _: Master, core: CoreDep) -> dict[str, Any]:
-    return core.services["plugins"].manager.describe(name)
+    return core.plugins.manager.describe(name)
 
 
 @router.patch("/plugins/{name}")
 async def patch_plugin(name: str, body: PluginPatch, _: Master, core: CoreDep,
                        session: SessionDep) -> dict[str, Any]:
-    host = core.services["plugins"]
+    host = core.plugins
     host.manager.update(name, enabled=body.enabled, permissions=body.permissions,
                         settings=body.settings)
     await host.persist(session, {name})

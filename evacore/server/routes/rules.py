@@ -13,9 +13,10 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from evacore.errors import RuleInvalid
-from evacore.rules import RuleInput, RulePatch, rule_to_json, service
+from evacore.rules import RuleInput, RulePatch, rule_to_json
 from evacore.server.auth import Master
 from evacore.server.deps import SessionDep
+from evacore.services import rules as service
 
 router = APIRouter(tags=["rules"])
 

@@ -12,9 +12,9 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from evacore.lore.model import WorldInfoSettings
-from evacore.lore.service import SETTING_KEY, global_world_info, parse_world_info
 from evacore.server.auth import Master
 from evacore.server.deps import SessionDep
+from evacore.services.lore import SETTING_KEY, global_world_info, parse_world_info
 from evacore.store.settings import put_setting
 
 router = APIRouter(tags=["settings"])

@@ -23,9 +23,9 @@ async def get_stats(_: Master, core: CoreDep, session: SessionDep) -> dict[str, 
     """`rules`: every current rule and every rule with records (`rule`, `fired`, `retried`,
     `current`); `tours`: counts by status; `tokens`: prompt and completion totals of the stored
     answers; `plugins`: failure counters (when the plugin host is running)."""
-    from evacore.rules import service
+    from evacore.services import rules as service
 
-    return await service.stats(session, core.services.get("plugins"))
+    return await service.stats(session, core.plugins)
 
 
 async def metrics() -> Response:

@@ -29,7 +29,7 @@ async def _visible(session: Any, tour_id: str, who: Any) -> Any:
 async def get_tour(tour_id: str, who: AnyUser, core: CoreDep, session: SessionDep) -> dict[str, Any]:
     row = await _visible(session, tour_id, who)
     out = repo.tour_json(row)
-    running = core.services["tours"].running.get(tour_id)
+    running = core.tours.running.get(tour_id)
     if running is not None and row.status == "running":
         tour = running[0]
         out["diagnostics"] = {**tour.diagnostics, "timings": dict(tour.timings)}
@@ -40,7 +40,7 @@ async def get_tour(tour_id: str, who: AnyUser, core: CoreDep, session: SessionDe
 async def abort_tour(tour_id: str, who: AnyUser, core: CoreDep) -> dict[str, Any]:
     async with core.session() as s:
         await _visible(s, tour_id, who)
-    status = await core.services["tours"].abort(tour_id, "aborted by request")
+    status = await core.tours.abort(tour_id, "aborted by request")
     return {"tour_id": tour_id, "status": status}
 
 
@@ -56,10 +56,10 @@ async def client_op_result(tour_id: str, call_id: str, body: ClientOpResult, who
     already answered or timed out gets 409; a call the tour never sent gets 404."""
     async with core.session() as s:
         await _visible(s, tour_id, who)
-    broker = core.services.get("client_ops")
-    if broker is not None and broker.resolve(tour_id, call_id, body.content, body.error):
+    broker = core.client_ops
+    if broker.resolve(tour_id, call_id, body.content, body.error):
         return {"tour_id": tour_id, "call_id": call_id, "accepted": True}
-    if broker is not None and broker.known(tour_id, call_id):
+    if broker.known(tour_id, call_id):
         raise Conflict(f"client op {call_id} of tour {tour_id} was already answered or "
                        "timed out")
     raise NotFound(f"tour {tour_id} sent no client op {call_id}")

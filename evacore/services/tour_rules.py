@@ -26,8 +26,8 @@ from evacore.store.tables import Chat
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from evacore.core import Core
     from evacore.pipeline.tour import Tour
+    from evacore.store.db import Database
 
 _log = structlog.get_logger("evacore.rules")
 FRESH_SECONDS = 1.0
@@ -40,7 +40,7 @@ _LIVE: weakref.WeakSet[RulesService] = weakref.WeakSet()
 def note_change(session: AsyncSession) -> None:
     """Rules were written in `session`: this instance's next tour checks the version (now, and
     again once the transaction commits)."""
-    services = [svc for svc in _LIVE if svc.core.engine is session.bind]
+    services = [svc for svc in _LIVE if svc.db.engine is session.bind]
     if not services:
         return
     for svc in services:
@@ -72,8 +72,8 @@ class RulesService:
 
     fresh_seconds: float = FRESH_SECONDS
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, db: Database) -> None:
+        self.db = db
         self._version: tuple[int, str | None] | None = None
         self._ruleset = RuleSet(())
         self._checked = float("-inf")
@@ -113,13 +113,13 @@ class RulesService:
         self._version = version
         return True
 
-    async def load_for_tour(self, core: Core, tour: Tour) -> TourRules | None:
+    async def load_for_tour(self, tour: Tour) -> TourRules | None:
         """The tour's rules: its env (after overrides), this chat's repeat state, its turn. With
         a fresh cache and the repeat state in the chat's engine state, no query at all."""
         last = _stored_repeat(tour)
         try:
             if not self._fresh() or last is None:
-                last = await self._load(core, tour, last)
+                last = await self._load(tour, last)
             elif self._age() > self.fresh_seconds / 2:
                 self._refresh_in_background()
         except Exception:  # noqa: BLE001 - a tour goes on without rules rather than fail
@@ -143,10 +143,10 @@ class RulesService:
         }
         return rules
 
-    async def _load(self, core: Core, tour: Tour, last: dict[str, int] | None) -> dict[str, int]:
+    async def _load(self, tour: Tour, last: dict[str, int] | None) -> dict[str, int]:
         """One round trip: the version check and, for a chat without a stored repeat state, its
         firing records."""
-        async with core.session() as s:
+        async with self.db.session() as s:
             names = self._ruleset.names if last is None else []
             if self._fresh():
                 records = await store.repeat_records(s, tour.chat_id, names)
@@ -165,7 +165,7 @@ class RulesService:
 
     async def _background_check(self) -> None:
         try:
-            async with self.core.session() as s:
+            async with self.db.session() as s:
                 await self._check(s)
         except Exception:  # noqa: BLE001 - the next tour start checks again
             _log.warning("stream rules version check failed", exc_info=True)

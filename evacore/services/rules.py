@@ -27,17 +27,15 @@ from evacore.rules import (
     rules_stats,
     validate_rule,
 )
-from evacore.rules._tour_rules import note_change
+from evacore.services.tour_rules import note_change
 from evacore.store import rules as store
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from evacore.core import Core
+    from evacore.store.db import Database
 
 _log = structlog.get_logger("evacore.rules")
-SERVICE_KEY = "rules"
-"""`core.services[SERVICE_KEY]` holds the RulesService."""
 SEED_ATTEMPTS = 3
 
 
@@ -132,12 +130,12 @@ def plugin_failures(plugins: Any) -> dict[str, Any] | None:
 # --- seeding and calibration (R6.10) -------------------------------------------------------------
 
 
-async def run_seeding(core: Core, seeds: Iterable[Rule] | None = None) -> SeedPlan:
+async def run_seeding(db: Database, seeds: Iterable[Rule] | None = None) -> SeedPlan:
     """Apply this release's seeding / calibration wave in one transaction. Idempotent; when
     several instances start at once, the loser of the race retries and finds nothing to do."""
     for attempt in range(SEED_ATTEMPTS):
         try:
-            async with core.session() as s:
+            async with db.session() as s:
                 stored = [_state_of(r) for r in await store.read_rules(s)]
                 meta = await store.get_seed_meta(s, SEED_META_KEY)
                 kwargs = {} if seeds is None else {"seeds": tuple(seeds)}
@@ -168,20 +166,3 @@ def _state_of(row: Rule | store.BadRow) -> StoredRuleState:
             _log.warning("stream rule unreadable for seeding", rule=row.name, exc_info=True)
     return StoredRuleState(name=row.name, enabled=True, seed_hash=None, seed_version=None,
                            current_hash="")
-
-
-async def install_rules(core: Core) -> None:
-    """Seed, then offer the rules to tours (loader, save hook) and the model (the rule tools)."""
-    from evacore.agent.setup import base_registry
-    from evacore.agent.tools.rule_tools import rule_tools
-    from evacore.rules._tour_rules import RulesService
-
-    await run_seeding(core)
-    service = RulesService(core)
-    core.services[SERVICE_KEY] = service
-    core.services["rules_loader"] = service.load_for_tour
-    core.services.setdefault("save_hooks", []).append(service.save_firings)
-    registry = base_registry(core)
-    for tool in rule_tools():
-        if registry.get(tool.name) is None:
-            registry.register(tool)

@@ -2,8 +2,8 @@
 global selection, its character's), kept as `Lorebook` objects between tours, and the World
 Info settings in force (global, overridden per chat).
 
-Must not: scan or build prompts (lore.scan and pipeline stage 4 do). The one module of
-evacore.lore that reads the database; the engine modules stay pure.
+Must not: scan or build prompts (lore.scan and pipeline stage 4 do). evacore.lore itself
+stays pure; this is where lorebooks meet the database.
 A cached book is reused while its row's `updated_at` is unchanged, so the engine's
 compiled-key cache (keyed by book object) keeps hitting across tours.
 """
@@ -15,7 +15,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,10 +28,6 @@ from evacore.store.recall import recall
 from evacore.store.settings import get_setting
 from evacore.store.tables import Chat
 
-if TYPE_CHECKING:
-    from evacore.core import Core
-
-SERVICE_KEY = "lore"
 SETTING_KEY = "world_info"
 _SOURCES = {"chat": "chat", "persona": "persona", "global": "global", "character": "character"}
 
@@ -210,18 +206,6 @@ class LoreService:
         copy = dataclasses.replace(book, name=f"{book.name} [{book_id}]")
         self._put(key, stamp, copy, [])
         return copy
-
-
-def lore_service(core: Core) -> LoreService:
-    """The core's lore service (created on first use)."""
-    service = core.services.get(SERVICE_KEY)
-    if not isinstance(service, LoreService):
-        service = core.services[SERVICE_KEY] = LoreService()
-    return service
-
-
-async def install_lore(core: Core) -> None:
-    core.services[SERVICE_KEY] = LoreService()
 
 
 async def chat_length(session: AsyncSession, chat_id: str, *, leave_out: str | None = None) -> int:

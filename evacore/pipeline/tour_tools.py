@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evacore.agent.registry import ToolPolicy, ToolRegistry, ToolSettings
-from evacore.agent.tools import default_registry
-from evacore.agent.tools.client_ops import ClientOpBroker, make_client_op_tools
+from evacore.agent.tools.client_ops import make_client_op_tools
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -25,13 +24,6 @@ class TourTools:
     services: dict[str, Any] = field(default_factory=dict)
     settings: ToolSettings = field(default_factory=ToolSettings)
     policy: ToolPolicy = field(default_factory=ToolPolicy)
-
-
-def base_registry(core: Core) -> ToolRegistry:
-    registry = core.services.get("tool_registry")
-    if registry is None:
-        registry = core.services["tool_registry"] = default_registry()
-    return registry
 
 
 def tool_settings(core: Core) -> ToolSettings:
@@ -52,15 +44,12 @@ def tool_settings(core: Core) -> ToolSettings:
 
 def tools_for_tour(core: Core, tour: Tour) -> TourTools:
     policy = ToolPolicy.from_dict(core.settings.agent.tool_policy)
-    registry = base_registry(core)
+    registry = core.tools
     if tour.client_ops:
         registry = registry.with_tools(make_client_op_tools(tour.client_ops))
     offered = registry.offered(tour.role, tour.flags(), policy=policy)
-    broker = core.services.get("client_ops")
-    if broker is None:
-        broker = core.services["client_ops"] = ClientOpBroker()
     services: dict[str, Any] = {
-        "client_ops": broker,
+        "client_ops": core.client_ops,
         "emit_client_op": lambda call_id, name, args: tour.events.emit(
             "client_op", {"id": call_id, "call_id": call_id, "name": name, "arguments": args,
                           "tour_id": tour.id}
@@ -68,7 +57,7 @@ def tools_for_tour(core: Core, tour: Tour) -> TourTools:
         "core": core,
         "tour": tour,
     }
-    services.update(core.services.get("tool_services", {}))
+    services.update(core.tool_services)
     return TourTools(
         registry=ToolRegistry(offered), services=services, settings=tool_settings(core),
         policy=policy,
@@ -82,6 +71,5 @@ async def prepare_steps(core: Core, tour: Tour) -> None:
     schemas = ToolRegistry.schemas(tools.registry.get(n) for n in tools.registry.names())
     tour.data["tool_schemas"] = schemas
     tour.diagnostics["tools_offered"] = [s["function"]["name"] for s in schemas]
-    loader = core.services.get("rules_loader")
-    if loader is not None:
-        tour.data["rules"] = await loader(core, tour)
+    if core.rules is not None:
+        tour.data["rules"] = await core.rules.load_for_tour(tour)

@@ -8,25 +8,27 @@ are never stored or streamed (R6.5, R6.6).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from evacore.agent.registry import ToolContext, ToolOutcome, run_tool
 from evacore.logs import get_logger
+from evacore.pipeline.stages.base import run_stage
 from evacore.pipeline.tour import Step
+from evacore.pipeline.tour_tools import prepare_steps
 from evacore.rules.engine import insert_reminders
 
 if TYPE_CHECKING:
     from evacore.core import Core
+    from evacore.pipeline.stages.base import Stage
     from evacore.pipeline.tour import Tour
 
 log = get_logger(__name__)
 
 
-async def run_steps(core: Core, tour: Tour) -> None:
-    """Run steps until an answer without tool calls, the step limit, or abort."""
-    from evacore.agent.setup import prepare_steps
-    from evacore.pipeline.runner import STEP, run_stage
-
+async def run_steps(core: Core, tour: Tour, stages: Sequence[Stage]) -> None:
+    """Run steps (each one pass of `stages`, 10-12) until an answer without tool calls, the
+    step limit, or abort."""
     await prepare_steps(core, tour)
     max_steps = step_limit(tour.params.get("max_steps"), core.settings.agent.max_steps)
     tour.data.setdefault("prompt_copy", list(tour.data["messages"]))
@@ -44,7 +46,7 @@ async def run_steps(core: Core, tour: Tour) -> None:
         tour.data["holding"] = holding
         if holding:
             tour.events.emit("hold", {"step": step.index})
-        for stage in STEP:
+        for stage in stages:
             await run_stage(core, tour, stage)
         verdict = rules.check_answer(step.text) if rules is not None else None
         if verdict is not None and verdict.action == "discard":

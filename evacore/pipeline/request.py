@@ -1,0 +1,89 @@
+"""The one door into the core (R14.0): what a channel asks for, and the tour it gets back.
+
+Every channel (HTTP generate, the OpenAI facade, Telegram, the page, the terminal) builds a
+`TourRequest` and hands it to `TourManager.start`; the request is checked here, without
+touching the database (stage 1 reads the chat and refuses a chat that is not the caller's).
+
+Must not: speak any channel's protocol, read the database, or run stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evacore.agent.tools.client_ops import make_client_op_tools
+from evacore.domain.roles import ENV_FLAGS, env_for_role
+from evacore.errors import InvalidInput
+from evacore.pipeline.tour import MODES, Tour
+
+
+@dataclass
+class TourRequest:
+    """One generation a channel asks for, in the channel's neutral terms."""
+
+    chat_id: str
+    user_id: str | None
+    role: str
+    text: str = ""
+    images: list[Any] = field(default_factory=list)
+    mode: str = "normal"
+    stream: bool = True
+    env: Mapping[str, bool] | None = None
+    """Environment overrides asked for by the caller: honoured for the master only (R8.3)."""
+    channel_env: Mapping[str, bool] | None = None
+    """Flags the channel itself vouches for (Telegram sets `telegram`), whatever the role."""
+    client_ops: list[dict[str, Any]] = field(default_factory=list)
+    """Operations the client offers on its own machine (R9.2): name, description, parameters."""
+    params: dict[str, Any] = field(default_factory=dict)
+    prefill: str | None = None
+    system: list[str] = field(default_factory=list)
+    """Extra system texts placed after the character's system prompt, protected, never
+    stored as chat messages (the facade's client system/developer messages)."""
+
+
+def step_limit(asked: Any, limit: int) -> int:
+    """A request's `params.max_steps`: a positive integer that may lower `agent.max_steps`
+    for this tour, never raise it (R5.1)."""
+    if not isinstance(asked, int) or isinstance(asked, bool) or asked < 1:
+        raise InvalidInput("params.max_steps must be a positive integer")
+    return min(asked, limit)
+
+
+def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
+    """The tour a request asks for; invalid requests raise `InvalidInput` (a 422)."""
+    if request.mode not in MODES:
+        raise InvalidInput(f"unknown mode {request.mode!r}; known: {', '.join(MODES)}")
+    images = list(request.images)
+    env = env_for_role(request.role)
+    env["client_ops"] = bool(request.client_ops)
+    env["picture"] = bool(images)
+    for flags in (request.channel_env, request.env):
+        unknown = set(flags or ()) - set(ENV_FLAGS)
+        if unknown:
+            raise InvalidInput(f"unknown env flags: {', '.join(sorted(unknown))}; "
+                               f"known: {', '.join(ENV_FLAGS)}")
+    if request.channel_env:
+        env.update({k: bool(v) for k, v in request.channel_env.items()})
+    overrides = None
+    if request.env and request.role == "master":
+        overrides = {k: bool(v) for k, v in request.env.items()}
+        env.update(overrides)
+    if request.mode == "normal" and not (request.text or images):
+        raise InvalidInput("message.content is required in normal mode")
+    client_ops = [dict(op) for op in request.client_ops]
+    make_client_op_tools(client_ops)  # a malformed declaration is a 422 before the tour starts
+    params = dict(request.params)
+    if "max_steps" in params:
+        params["max_steps"] = step_limit(params["max_steps"], max_steps)
+    if request.prefill is not None:
+        params["prefill"] = request.prefill
+    tour = Tour(
+        chat_id=request.chat_id, user_id=request.user_id, role=request.role,
+        mode=request.mode, stream=request.stream, env=env, env_overrides=overrides,
+        input_text=request.text, input_images=images, params=params, client_ops=client_ops,
+    )
+    if request.system:
+        tour.data["client_system"] = [str(s) for s in request.system]
+    return tour
