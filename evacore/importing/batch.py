@@ -27,7 +27,7 @@ from evacore.importing.detect import detect_kind
 from evacore.importing.presets import store_presets
 from evacore.importing.upload import import_limits
 from evacore.store.characters import find_by_name
-from evacore.store.connections import ensure_mock
+from evacore.store.connections import default_connection
 from evacore.store.lorebooks import save_lorebook
 from evacore.store.tables import User
 
@@ -137,7 +137,7 @@ class Importer:
         async with self.core.session() as s:
             matches = await find_by_name(s, st.character_name) if st.character_name else []
             character_id = matches[0].id if len(matches) == 1 else None
-            connection = await ensure_mock(s)
+            connection = await default_connection(s)
             stored = await store_st_chat(s, st, user_id=owner, connection_id=connection.id,
                                          character_id=character_id)
         detail = f"chat with {stored.messages} message{'' if stored.messages == 1 else 's'}"

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.errors import NotFound
+from evacore.store.settings import get_setting
 from evacore.store.tables import Connection
 
 KINDS = ("openai-chat", "openai-text", "anthropic", "kobold", "mock")
@@ -57,6 +58,21 @@ async def get_connection(session: AsyncSession, connection_id: str) -> Connectio
 
 async def list_connections(session: AsyncSession) -> list[Connection]:
     return list((await session.scalars(select(Connection).order_by(Connection.created_at))).all())
+
+
+DEFAULT_SETTING = "default_connection_id"
+"""The instance setting naming the connection chats get when they name none (R14.0)."""
+
+
+async def default_connection(session: AsyncSession) -> Connection:
+    """The connection a chat gets when it names none: the `default_connection_id` setting
+    when it names a connection that still exists, else the built-in `mock` (R14.0)."""
+    connection_id = await get_setting(session, DEFAULT_SETTING)
+    if isinstance(connection_id, str):
+        row = await session.get(Connection, connection_id)
+        if row is not None:
+            return row
+    return await ensure_mock(session)
 
 
 async def ensure_mock(session: AsyncSession) -> Connection:

@@ -20,7 +20,7 @@ from evacore.importing.upload import download_headers, import_limits, read_uploa
 from evacore.server.auth import AnyUser, Trusted
 from evacore.server.deps import CoreDep, SessionDep
 from evacore.server.routes.chats import chat_json, owned_chat
-from evacore.store.connections import ensure_mock
+from evacore.store.connections import default_connection
 from evacore.store.tables import Character, Connection, Persona
 
 router = APIRouter(tags=["chats"])
@@ -54,7 +54,7 @@ async def import_chat(request: Request, who: Trusted, core: CoreDep) -> dict[str
         connection_id = await _check(s, Connection, fields.get("connection_id") or None,
                                      "connection")
         if connection_id is None:
-            connection_id = (await ensure_mock(s)).id
+            connection_id = (await default_connection(s)).id
         stored = await store_st_chat(
             s, st, user_id=who.user_id, connection_id=connection_id,
             character_id=character_id, persona_id=persona_id, title=fields.get("title"),

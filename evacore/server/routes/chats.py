@@ -17,6 +17,7 @@ from evacore.memory.forget import forget_scope
 from evacore.server.auth import AnyUser, Identity
 from evacore.server.deps import SessionDep
 from evacore.store import chats as repo
+from evacore.store.connections import default_connection
 from evacore.store.tables import Character, Chat, Connection, LorebookLink, Persona, Variant
 
 router = APIRouter(tags=["chats"])
@@ -156,9 +157,7 @@ async def create_chat(body: ChatIn, who: AnyUser, session: SessionDep) -> dict[s
     await _check_refs(session, body)
     connection_id = body.connection_id
     if connection_id is None:
-        from evacore.store.connections import ensure_mock
-
-        connection_id = (await ensure_mock(session)).id
+        connection_id = (await default_connection(session)).id
     chat = Chat(
         title=body.title or "", connection_id=connection_id, character_id=body.character_id,
         persona_id=body.persona_id, settings=body.settings, user_id=who.user_id,

@@ -1,7 +1,7 @@
-"""`/v1/settings`: instance-wide settings (master only); for now the global World Info
-settings under SillyTavern's names (SPEC §13 "Lorebook settings").
+"""`/v1/settings`: instance-wide settings (master only): the global World Info settings under
+SillyTavern's names (SPEC §13 "Lorebook settings") and the default connection (R14.0).
 
-Must not: hold the settings' meaning (lore/service.py validates and merges them).
+Must not: hold the settings' meaning (services/lore.py validates and merges them).
 """
 
 from __future__ import annotations
@@ -9,27 +9,35 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from evacore.errors import NotFound
 from evacore.lore.model import WorldInfoSettings
 from evacore.server.auth import Master
 from evacore.server.deps import SessionDep
 from evacore.services.lore import SETTING_KEY, global_world_info, parse_world_info
-from evacore.store.settings import put_setting
+from evacore.store.connections import DEFAULT_SETTING
+from evacore.store.settings import get_setting, put_setting
+from evacore.store.tables import Connection
 
 router = APIRouter(tags=["settings"])
 
 
 class SettingsPatch(BaseModel):
-    """`world_info`: keys to set (a `null` value resets that key to its default)."""
+    """`world_info`: keys to set (a `null` value resets that key to its default);
+    `default_connection_id`: the connection chats get when they name none (`null`: the
+    built-in `mock`)."""
 
     model_config = ConfigDict(extra="forbid")
     world_info: dict[str, Any] | None = None
+    default_connection_id: str | None = Field(default=None, max_length=64)
 
 
 async def _settings_json(session: Any) -> dict[str, Any]:
     values = await global_world_info(session)
-    return {"world_info": WorldInfoSettings.from_dict(values).to_dict()}
+    default = await session.get(Connection, await get_setting(session, DEFAULT_SETTING) or "")
+    return {"world_info": WorldInfoSettings.from_dict(values).to_dict(),
+            "default_connection_id": default.id if default is not None else None}
 
 
 @router.get("/settings")
@@ -48,4 +56,9 @@ async def patch_settings(body: SettingsPatch, who: Master, session: SessionDep) 
         current = await global_world_info(session)
         merged = {k: v for k, v in {**current, **new}.items() if k not in cleared}
         await put_setting(session, SETTING_KEY, merged)
+    if "default_connection_id" in body.model_fields_set:
+        connection_id = body.default_connection_id
+        if connection_id is not None and await session.get(Connection, connection_id) is None:
+            raise NotFound(f"connection {connection_id} not found")
+        await put_setting(session, DEFAULT_SETTING, connection_id)
     return await _settings_json(session)
