@@ -1,8 +1,8 @@
 """Lorebook engine: SillyTavern World Info semantics (R2.4) — model, scan, timed effects, placement.
 
-Must not: import pipeline, storage or HTTP code (the engine modules); callers pass books and
-chat in, get activations out. The one exception is `service.py`, the running core's book cache,
-which reads books from storage for stage 4 and is not imported here.
+Must not: import pipeline, storage or HTTP code; callers pass books and chat in, get
+activations out. The running core's book cache, which reads books from storage for stage 4,
+is `evacore/services/lore.py`.
 """
 
 from evacore.lore.model import (

@@ -2,7 +2,7 @@
 a database round trip on the way to the first delta (R6.7), each tour's `TourRules`, and the
 firing records written with the tour (R6.11).
 
-Must not: judge answers (the engine does) or change rules (service.py does, and tells this
+Must not: judge answers (the engine does) or change rules (services/rules.py does, and tells this
 module through `note_change`). Freshness: a change made through this instance is seen by the
 next tour; one made on another instance within FRESH_SECONDS (a version check, count and newest
 `updated_at`, runs at tour start when the cache is older, and in the background as it ages).
