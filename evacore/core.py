@@ -36,6 +36,7 @@ from evacore.store import migrate
 from evacore.store.connections import ensure_mock
 from evacore.store.db import Database, create_engine
 from evacore.store.tables import Tour
+from evacore.store.token_cache import TokenCache
 from evacore.store.users import ensure_master
 from evacore.tokenize.cache import CountCache
 
@@ -67,14 +68,16 @@ class Core:
     save_hooks: list[SaveHook] = field(default_factory=list)
     tool_services: dict[str, Any] = field(default_factory=dict)
     """Objects tools reach through `ctx.service(name)` (a channel such as `telegram`)."""
-    token_cache: dict[str, Any] = field(default_factory=dict)
-    """Tokens checked recently (server/auth.py), so a burst of requests reads the database once."""
+    token_cache: TokenCache = field(init=False)
+    """Tokens checked recently (server/auth.py), so a burst of requests reads the database once;
+    forgotten on every instance when users or tokens change."""
     instance_id: str = field(default_factory=new_id)
     bootstrap_token: str | None = None
     """The master token created on this start, if any (printed once by the caller)."""
     tours: TourManager = field(init=False)
 
     def __post_init__(self) -> None:
+        self.token_cache = TokenCache(self.db)
         self.tours = TourManager(self)
 
     @property
@@ -98,6 +101,7 @@ class Core:
             await self.rules.aclose()
         await self.memory.aclose()
         await self.providers.aclose()
+        await self.token_cache.aclose()
         await self.engine.dispose()
 
 
@@ -107,13 +111,10 @@ async def start_core(settings: Settings, *, run_migrations: bool = True,
     build the services in dependency order."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(create_engine(settings.db_url))
-    if run_migrations:
-        await migrate.upgrade(db.engine)
-    async with db.session() as s:
-        token = settings.master_token.get_secret_value() if settings.master_token else None
-        bootstrap_token = await ensure_master(s, token)
-        await mark_interrupted(s, settings.instance_id)
-        await ensure_mock(s)
+    async with migrate.database_lock(db.engine):
+        if run_migrations:
+            await migrate.upgrade(db.engine, locked=True)
+        bootstrap_token = await _bootstrap(db, settings)
     tools = default_registry()
     macros = MacroEngine()
     memory = MemoryService(db)
@@ -136,6 +137,17 @@ async def start_core(settings: Settings, *, run_migrations: bool = True,
     tools.register_all(memory_tools())
     plugins.register_extensions(macros, tools)  # plugin tools never shadow evacore's own
     return core
+
+
+async def _bootstrap(db: Database, settings: Settings) -> str | None:
+    """The master, the `mock` connection, crashed tours, in one transaction (the caller holds
+    the database lock, so instances starting at the same moment take turns)."""
+    token = settings.master_token.get_secret_value() if settings.master_token else None
+    async with db.session() as s:
+        created = await ensure_master(s, token)
+        await mark_interrupted(s, settings.instance_id)
+        await ensure_mock(s)
+    return created
 
 
 async def mark_interrupted(session: AsyncSession, instance_id: str | None = None) -> int:

@@ -26,6 +26,18 @@ console = Console()
 err = Console(stderr=True)
 
 
+@app.callback()
+def _logs_to_stderr() -> None:
+    """Every command logs to stderr, so what it prints on stdout (a token, JSON) stays clean."""
+    from evacore.logs import configure_logging
+
+    try:
+        settings = load_settings()
+        configure_logging(settings.log_format, settings.log_level)
+    except Exception:  # noqa: BLE001 - a bad setting is reported by the command itself
+        configure_logging()
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind.")] = None,
@@ -96,6 +108,34 @@ def token_create(
         err.print(f"[red]error:[/red] {exc.message}")
         raise typer.Exit(2) from exc
     print(token)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token: Annotated[str, typer.Argument(help="The token to revoke, in clear.")],
+) -> None:
+    """Revoke a token: every instance refuses it within a second."""
+    from evacore.errors import EvacoreError
+    from evacore.store import migrate
+    from evacore.store.db import Database, create_engine
+    from evacore.store.users import revoke_by_token
+
+    async def run() -> str:
+        db = Database(create_engine(load_settings().db_url))
+        try:
+            await migrate.upgrade(db.engine)
+            async with db.session() as s:
+                user = await revoke_by_token(s, token)
+                return user.name
+        finally:
+            await db.engine.dispose()
+
+    try:
+        name = asyncio.run(run())
+    except EvacoreError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise typer.Exit(2) from exc
+    console.print(f"revoked a token of [bold]{name}[/bold]")
 
 
 @users_app.command("list")

@@ -1,14 +1,21 @@
-"""Apply Alembic migrations (upgrade/downgrade) on an async engine.
+"""Apply Alembic migrations (upgrade/downgrade) on an async engine, under a database-wide lock
+so that any number of instances may start at once on one database.
 
 Must not: create tables any other way (no `metadata.create_all`); every schema change is a migration.
 """
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -20,14 +27,56 @@ def alembic_config() -> Config:
     return cfg
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
-    async with engine.begin() as conn:
+MIGRATION_LOCK_KEY = 0x65766163  # "evac"
+"""The PostgreSQL advisory lock every instance takes around its migrations."""
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head", *, locked: bool = False) -> None:
+    """Migrate to `revision`; `locked`: the caller holds `database_lock` already."""
+    async with _maybe_locked(engine, locked), engine.begin() as conn:
         await conn.run_sync(_run, "upgrade", revision)
 
 
 async def downgrade(engine: AsyncEngine, revision: str = "base") -> None:
-    async with engine.begin() as conn:
+    async with database_lock(engine), engine.begin() as conn:
         await conn.run_sync(_run, "downgrade", revision)
+
+
+@asynccontextmanager
+async def _maybe_locked(engine: AsyncEngine, locked: bool) -> AsyncIterator[None]:
+    if locked:
+        yield
+        return
+    async with database_lock(engine):
+        yield
+
+
+@asynccontextmanager
+async def database_lock(engine: AsyncEngine) -> AsyncIterator[None]:
+    """One starting instance at a time (migrations, then the bootstrap rows): a PostgreSQL
+    advisory lock held on a connection of its own, or for SQLite an exclusive lock on a file
+    next to the database. The others wait, then find nothing left to do."""
+    if engine.dialect.name == "postgresql":
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            await conn.commit()
+            try:
+                yield
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:key)"),
+                                   {"key": MIGRATION_LOCK_KEY})
+                await conn.commit()
+        return
+    database = engine.url.database
+    if not database or database == ":memory:":
+        yield
+        return
+    fd = os.open(f"{database}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 async def current(engine: AsyncEngine) -> str | None:

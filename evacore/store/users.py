@@ -9,15 +9,19 @@ import hashlib
 import secrets
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
 from evacore.domain.roles import ROLES
-from evacore.errors import InvalidInput
+from evacore.errors import Conflict, InvalidInput, NotFound
+from evacore.store.settings import get_setting, put_setting
 from evacore.store.tables import ApiToken, User
+from evacore.store.token_cache import bump_epoch
 
 TOKEN_PREFIX = "evc_"
+CONFIGURED_KEY = "master_token_hash"
+"""The hash of the token last configured by `EVACORE_MASTER_TOKEN` (retired when it changes)."""
 TOUCH_EVERY_SECONDS = 60
 _last_touch: dict[str, Any] = {}
 
@@ -83,6 +87,7 @@ async def ensure_master(session: AsyncSession, master_token: str | None) -> str 
         await session.scalars(select(User).where(User.role == "master").order_by(User.created_at))
     ).first()
     if master_token:
+        await _retire_configured(session, hash_token(master_token))
         if await user_for_token(session, master_token) is not None:
             return None
         if master is None:
@@ -95,3 +100,94 @@ async def ensure_master(session: AsyncSession, master_token: str | None) -> str 
         return None
     _, token = await create_user(session, "master", "master")
     return token
+
+
+async def _retire_configured(session: AsyncSession, configured: str) -> None:
+    """A changed `EVACORE_MASTER_TOKEN` retires the token configured before it."""
+    before = await get_setting(session, CONFIGURED_KEY)
+    if before == configured:
+        return
+    if isinstance(before, str):
+        await session.execute(delete(ApiToken).where(ApiToken.token_hash == before))
+        await bump_epoch(session)
+    await put_setting(session, CONFIGURED_KEY, configured)
+
+
+async def get_user(session: AsyncSession, user_id: str) -> User:
+    user = await session.get(User, user_id)
+    if user is None:
+        raise NotFound(f"user {user_id} not found")
+    return user
+
+
+async def _masters(session: AsyncSession) -> int:
+    return int(await session.scalar(
+        select(func.count()).select_from(User).where(User.role == "master")) or 0)
+
+
+async def set_role(session: AsyncSession, user_id: str, role: str) -> User:
+    """Change a user's role; the last master cannot stop being one (409)."""
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
+    user = await get_user(session, user_id)
+    if user.role == "master" and role != "master" and await _masters(session) <= 1:
+        raise Conflict("the last master cannot change role; make another master first")
+    user.role = role
+    await bump_epoch(session)
+    return user
+
+
+async def delete_user(session: AsyncSession, user_id: str) -> None:
+    """Delete a user and every token of theirs (what they stored stays, for the master)."""
+    user = await get_user(session, user_id)
+    if user.role == "master" and await _masters(session) <= 1:
+        raise Conflict("the last master cannot be deleted")
+    await session.execute(delete(ApiToken).where(ApiToken.user_id == user_id))
+    await session.delete(user)
+    await bump_epoch(session)
+
+
+async def list_tokens(session: AsyncSession, user_id: str) -> list[ApiToken]:
+    await get_user(session, user_id)
+    return list((await session.scalars(
+        select(ApiToken).where(ApiToken.user_id == user_id).order_by(ApiToken.created_at)
+    )).all())
+
+
+async def new_user_token(session: AsyncSession, user_id: str) -> tuple[ApiToken, str]:
+    """Another token for a user; the clear token is returned once."""
+    await get_user(session, user_id)
+    token = new_token()
+    row = ApiToken(user_id=user_id, token_hash=hash_token(token))
+    session.add(row)
+    await session.flush()
+    return row, token
+
+
+async def revoke_token(session: AsyncSession, user_id: str, token_id: str) -> None:
+    """Revoke one token: refused on every instance within a second."""
+    row = await session.get(ApiToken, token_id)
+    if row is None or row.user_id != user_id:
+        raise NotFound(f"token {token_id} of user {user_id} not found")
+    await session.delete(row)
+    await bump_epoch(session)
+
+
+async def revoke_by_token(session: AsyncSession, token: str) -> User:
+    """Revoke a token given in clear (the CLI's `evacore token revoke`)."""
+    row = await session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
+    if row is None:
+        raise NotFound("no such token")
+    user = await get_user(session, row.user_id)
+    await session.delete(row)
+    await bump_epoch(session)
+    return user
+
+
+def token_json(row: ApiToken) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "user_id": row.user_id,
+        "created_at": row.created_at.isoformat() if row.created_at else None,
+        "last_used_at": row.last_used_at.isoformat() if row.last_used_at else None,
+    }

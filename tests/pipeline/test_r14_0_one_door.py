@@ -14,7 +14,6 @@ from evacore.core import Core
 from evacore.errors import InvalidInput
 from evacore.pipeline.request import TourRequest
 from tests.conftest import make_user
-from tests.fakes.fixtures import openai_fake  # noqa: F401 - a fixture, found by name
 from tests.fakes.upstream import FakeUpstream
 from tests.generate.helpers import fake_connection, messages, new_chat, stream, variant
 

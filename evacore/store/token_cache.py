@@ -1,0 +1,111 @@
+"""Tokens this instance checked recently, trusted for a few seconds, and the auth epoch that
+makes every instance on the database forget them within a second of a user or token change.
+
+Must not: decide roles or validate tokens (store/users.py does); it only remembers answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from evacore.logs import get_logger
+from evacore.store.tables import Setting
+
+if TYPE_CHECKING:
+    from evacore.store.db import Database
+
+log = get_logger(__name__)
+
+EPOCH_KEY = "auth_epoch"
+"""The settings row bumped by every change of users, roles or tokens."""
+REMEMBER_SECONDS = 5.0
+"""How long a checked token is taken on trust without reading the database again."""
+POLL_SECONDS = 0.5
+"""How often an instance that trusts tokens reads the auth epoch."""
+_REMEMBER_AT_MOST = 4096
+
+
+async def read_epoch(session: AsyncSession) -> int:
+    value = await session.scalar(select(Setting.value).where(Setting.key == EPOCH_KEY))
+    return int((value or {}).get("v") or 0)
+
+
+async def bump_epoch(session: AsyncSession) -> None:
+    """Record a change of users, roles or tokens (in the caller's transaction)."""
+    row = await session.get(Setting, EPOCH_KEY)
+    if row is None:
+        session.add(Setting(key=EPOCH_KEY, value={"v": 1}))
+    else:
+        row.value = {"v": int((row.value or {}).get("v") or 0) + 1}
+    await session.flush()
+
+
+class TokenCache:
+    """hash -> identity, each trusted for REMEMBER_SECONDS, all forgotten when the epoch moves."""
+
+    def __init__(self, db: Database, *, poll_seconds: float = POLL_SECONDS) -> None:
+        self.db = db
+        self.poll_seconds = poll_seconds
+        self._known: dict[str, tuple[float, Any]] = {}
+        self._epoch: int | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def get(self, key: str) -> Any | None:
+        hit = self._known.get(key)
+        if hit is None or hit[0] <= time.monotonic():
+            return None
+        return hit[1]
+
+    async def baseline(self, session: AsyncSession) -> None:
+        """Before the first token is checked: the epoch that the answers to come rest on, read
+        in the same transaction, so a change right after them is still noticed."""
+        if self._epoch is None:
+            self._epoch = await read_epoch(session)
+
+    def put(self, key: str, identity: Any) -> None:
+        if len(self._known) >= _REMEMBER_AT_MOST:
+            self._known.clear()
+        self._known[key] = (time.monotonic() + REMEMBER_SECONDS, identity)
+        self._watch()
+
+    def forget(self, key: str) -> None:
+        self._known.pop(key, None)
+
+    def clear(self) -> None:
+        self._known.clear()
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def _watch(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._poll(), name="auth-epoch-watch")
+
+    async def _poll(self) -> None:
+        """While anything is trusted, read the epoch; when it moves, trust nothing."""
+        while self._known:
+            await asyncio.sleep(self.poll_seconds)
+            try:
+                async with self.db.session() as s:
+                    epoch = await read_epoch(s)
+                if self._epoch is not None and epoch != self._epoch:
+                    self._known.clear()
+                self._epoch = epoch
+            except Exception:
+                self._known.clear()
+                log.warning("auth.epoch_read_failed", exc_info=True)
+        self._epoch = None
+
+    async def aclose(self) -> None:
+        self._known.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+                await self._task
