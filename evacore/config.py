@@ -93,7 +93,12 @@ class Settings(BaseSettings):
     """`json`, `console` or `auto` (JSON when stderr is not a terminal)."""
     log_level: str = "INFO"
     instance_id: str | None = None
-    """Name of this instance when several serve one PostgreSQL database."""
+    """Name of this instance when several serve one database; default: derived from the host
+    name and the data folder, so a restarted instance knows its previous life's tours."""
+    heartbeat_seconds: float = Field(default=5.0, gt=0, le=60)
+    """How often an instance writes its sign of life (R14.5)."""
+    stale_seconds: float = Field(default=20.0, gt=0, le=600)
+    """An instance silent this long is gone; the others mark its running tours interrupted."""
     agent: AgentSettings = Field(default_factory=AgentSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
 

@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from evacore.agent.registry import ToolRegistry
@@ -21,26 +20,24 @@ from evacore.agent.tools.client_ops import ClientOpBroker
 from evacore.agent.tools.memory import memory_tools
 from evacore.agent.tools.rule_tools import rule_tools
 from evacore.config import Settings
-from evacore.domain.ids import new_id, utcnow
+from evacore.domain.ids import new_id
 from evacore.formats.limits import Limits
-from evacore.logs import get_logger
 from evacore.macros.engine import MacroEngine
 from evacore.memory.service import MemoryService
 from evacore.pipeline.connect import ProviderPool
 from evacore.pipeline.manager import TourManager
 from evacore.plugins.host import PluginHost, load_plugins
+from evacore.services.instances import Heartbeat, claim, default_instance_id
 from evacore.services.lore import LoreService
 from evacore.services.rules import run_seeding
 from evacore.services.tour_rules import RulesService
 from evacore.store import migrate
 from evacore.store.connections import ensure_mock
 from evacore.store.db import Database, create_engine
-from evacore.store.tables import Tour
 from evacore.store.token_cache import TokenCache
 from evacore.store.users import ensure_master
 from evacore.tokenize.cache import CountCache
 
-log = get_logger(__name__)
 
 SaveHook = Callable[[AsyncSession, Any], Awaitable[None]]
 """Stage 14 hook: `(session, tour)`, inside the tour's save transaction."""
@@ -75,10 +72,13 @@ class Core:
     bootstrap_token: str | None = None
     """The master token created on this start, if any (printed once by the caller)."""
     tours: TourManager = field(init=False)
+    heartbeat: Heartbeat = field(init=False)
 
     def __post_init__(self) -> None:
         self.token_cache = TokenCache(self.db)
         self.tours = TourManager(self)
+        self.heartbeat = Heartbeat(self.db, self.instance_id, self.settings.heartbeat_seconds,
+                                   self.settings.stale_seconds)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -97,6 +97,7 @@ class Core:
     async def aclose(self) -> None:
         """Stop in reverse order of start: tours first (their answers saved), then the rest."""
         await self.tours.aclose()
+        await self.heartbeat.aclose()
         if self.rules is not None:
             await self.rules.aclose()
         await self.memory.aclose()
@@ -107,14 +108,14 @@ class Core:
 
 async def start_core(settings: Settings, *, run_migrations: bool = True,
                      rules: bool = True) -> Core:
-    """Open the database, apply migrations, bootstrap the master, mark crashed tours, then
-    build the services in dependency order."""
+    """Open the database, apply migrations, claim this instance's id (settling its
+    previous life's tours), bootstrap the master, then build the services in dependency order."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(create_engine(settings.db_url))
     async with migrate.database_lock(db.engine):
         if run_migrations:
             await migrate.upgrade(db.engine, locked=True)
-        bootstrap_token = await _bootstrap(db, settings)
+        instance_id, bootstrap_token = await _bootstrap(db, settings)
     tools = default_registry()
     macros = MacroEngine()
     memory = MemoryService(db)
@@ -127,8 +128,9 @@ async def start_core(settings: Settings, *, run_migrations: bool = True,
         settings=settings, db=db, providers=ProviderPool(), tools=tools,
         client_ops=ClientOpBroker(), macros=macros, count_cache=CountCache(),
         lore=LoreService(), memory=memory, rules=tour_rules, plugins=plugins,
-        instance_id=settings.instance_id or new_id(), bootstrap_token=bootstrap_token,
+        instance_id=instance_id, bootstrap_token=bootstrap_token,
     )
+    core.heartbeat.start()
     core.save_hooks.append(plugins.save_hook)
     if tour_rules is not None:
         core.save_hooks.append(tour_rules.save_firings)
@@ -139,28 +141,14 @@ async def start_core(settings: Settings, *, run_migrations: bool = True,
     return core
 
 
-async def _bootstrap(db: Database, settings: Settings) -> str | None:
-    """The master, the `mock` connection, crashed tours, in one transaction (the caller holds
-    the database lock, so instances starting at the same moment take turns)."""
+async def _bootstrap(db: Database, settings: Settings) -> tuple[str, str | None]:
+    """This instance's id (its previous life's tours settled), the master, the `mock`
+    connection, in one transaction (the caller holds the database lock, so instances starting
+    at the same moment take turns). Returns the instance id and a new master token, if any."""
     token = settings.master_token.get_secret_value() if settings.master_token else None
     async with db.session() as s:
+        wanted = settings.instance_id or default_instance_id(settings.data_dir)
+        instance_id = await claim(s, wanted, settings.stale_seconds)
         created = await ensure_master(s, token)
-        await mark_interrupted(s, settings.instance_id)
         await ensure_mock(s)
-    return created
-
-
-async def mark_interrupted(session: AsyncSession, instance_id: str | None = None) -> int:
-    """Tours left `running` by a crash become `interrupted` (R7).
-
-    With several instances on one database, only this instance's own tours are touched
-    (an instance id set in settings); without one, every running tour is.
-    """
-    stmt = update(Tour).where(Tour.status == "running")
-    if instance_id:
-        stmt = stmt.where(Tour.instance_id == instance_id)
-    result = await session.execute(stmt.values(status="interrupted", finished_at=utcnow()))
-    count = result.rowcount or 0
-    if count:
-        log.warning("tours.interrupted", count=count)
-    return count
+    return instance_id, created

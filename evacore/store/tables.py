@@ -243,6 +243,7 @@ class Tour(Base):
     abort_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = _created()
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    __table_args__ = (Index("ix_tours_instance_running", "instance_id", "status"),)
 
 
 class Setting(Base):
@@ -315,3 +316,14 @@ class StreamRuleStat(Base):
     retry: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = _created()
     __table_args__ = (Index("ix_rule_stat_chat", "rule", "chat_id"),)
+
+
+class Instance(Base):
+    """A running evacore process on this database and its last sign of life (R14.5)."""
+
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = _created()
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -56,7 +56,7 @@ async def test_r7_kill9_mid_writes_keeps_every_committed_message(settings, tmp_p
     finally:
         server.kill()
     assert len(acked) >= 60, "the writers did not get going"
-    core = await start_core(settings)
+    core = await start_core(settings.model_copy(update={"data_dir": tmp_path / "srv"}))
     try:
         async with core.session() as s:
             stored = set((await s.scalars(
