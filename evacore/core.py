@@ -38,7 +38,6 @@ from evacore.store.token_cache import TokenCache
 from evacore.store.users import ensure_master
 from evacore.tokenize.cache import CountCache
 
-
 SaveHook = Callable[[AsyncSession, Any], Awaitable[None]]
 """Stage 14 hook: `(session, tour)`, inside the tour's save transaction."""
 

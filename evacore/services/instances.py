@@ -148,7 +148,7 @@ class Heartbeat:
             await asyncio.sleep(self.every)
             try:
                 await self.beat()
-            except Exception:  # noqa: BLE001 - a missed beat is retried at the next one
+            except Exception:
                 log.warning("instance.heartbeat_failed", exc_info=True)
 
     async def aclose(self) -> None:
