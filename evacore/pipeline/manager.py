@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from evacore.logs import get_logger
+from evacore.pipeline import metrics
 from evacore.pipeline.request import TourRequest, tour_for
 from evacore.pipeline.runner import run_tour
 from evacore.pipeline.tour import Tour
@@ -82,9 +83,11 @@ class TourManager:
         return RunningTour(self, tour, task)
 
     async def _run(self, tour: Tour) -> None:
+        metrics.ACTIVE.inc()
         try:
             await run_tour(self.core, tour)
         finally:
+            metrics.ACTIVE.dec()
             self.running.pop(tour.id, None)
 
     def abort_local(self, tour_id: str, reason: str = "aborted") -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from evacore.errors import Aborted, EvacoreError
 from evacore.logs import bind_tour, get_logger
+from evacore.pipeline import metrics
 from evacore.pipeline.stages.base import run_stage
 from evacore.pipeline.stages.character import Character
 from evacore.pipeline.stages.context_shift import ContextShift
@@ -102,6 +103,7 @@ async def run_tour(core: Core, tour: Tour) -> None:
             tour.events.emit("error", {"code": "internal", "message": err.message})
         finally:
             core.client_ops.cancel_tour(tour.id)
+            metrics.record(tour)
             tour.events.close()
 
 

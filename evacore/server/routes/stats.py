@@ -29,8 +29,11 @@ async def get_stats(_: Master, core: CoreDep, session: SessionDep) -> dict[str, 
 
 
 async def metrics() -> Response:
-    """Prometheus text exposition: `evacore_stream_rule_fired_total{rule, scope, retry}` and
-    the process metrics."""
+    """Prometheus text exposition: tours (`evacore_tours_total{status, mode}`,
+    `evacore_tours_active`, `evacore_stage_seconds{stage}`, `evacore_first_token_seconds`),
+    `evacore_tokens_total{direction}`, `evacore_provider_errors_total{code}`,
+    `evacore_stream_rule_fired_total{rule, scope, retry}`, `evacore_plugin_failures_total`,
+    and the process metrics."""
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
