@@ -24,7 +24,9 @@ def free_port() -> int:
 class ServerProcess:
     """`python -m evacore serve` in a child process with its own data dir and database."""
 
-    def __init__(self, data_dir: Path, db_url: str, token: str, **env: str) -> None:
+    def __init__(self, data_dir: Path, db_url: str, token: str, *, args: tuple[str, ...] = (),
+                 **env: str) -> None:
+        self.args = args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -43,7 +45,7 @@ class ServerProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         out = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evacore", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "evacore", "serve", "--port", str(self.port), *self.args],
             env=self.env, stdout=out, stderr=out, start_new_session=True,
         )
         deadline = time.monotonic() + timeout

@@ -42,6 +42,8 @@ def _logs_to_stderr() -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind.")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    workers: Annotated[int, typer.Option(
+        min=1, max=64, help="Server processes on one port and one database.")] = 1,
 ) -> None:
     """Run the HTTP server (default 127.0.0.1:8700)."""
     import uvicorn
@@ -51,14 +53,14 @@ def serve(
 
     settings = load_settings()
     configure_logging(settings.log_format, settings.log_level)
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.host,
-        port=port or settings.port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    options = {"host": host or settings.host, "port": port or settings.port,
+               "log_config": None, "access_log": False, "timeout_graceful_shutdown": 5}
+    if workers > 1:
+        # Each worker is an instance of its own (its own id, heartbeat and tours); they
+        # share the database, and any of them answers any request.
+        uvicorn.run("evacore.server.app:create_app", factory=True, workers=workers, **options)
+        return
+    uvicorn.run(create_app(settings), **options)
 
 
 @db_app.command("upgrade")

@@ -89,6 +89,15 @@ class TourManager:
         finally:
             metrics.ACTIVE.dec()
             self.running.pop(tour.id, None)
+            if tour.client_ops:
+                await self._drop_relayed(tour.id)
+
+    async def _drop_relayed(self, tour_id: str) -> None:
+        try:
+            async with self.core.session() as s:
+                await tour_store.drop_answers(s, [tour_id])
+        except Exception:  # noqa: BLE001 - leftovers are harmless rows
+            log.warning("tours.relayed_answers_not_dropped", exc_info=True)
 
     def abort_local(self, tour_id: str, reason: str = "aborted") -> bool:
         entry = self.running.get(tour_id)
@@ -108,17 +117,25 @@ class TourManager:
             return row.status
 
     async def _poll_aborts(self) -> None:
+        """While tours run here: abort requests made through any instance, and client op
+        answers posted to another instance, both within ABORT_POLL_SECONDS."""
+        broker = self.core.client_ops
         while self.running:
             await asyncio.sleep(ABORT_POLL_SECONDS)
             ids = list(self.running)
             if not ids:
                 break
             try:
+                waiting = broker.waiting()
                 async with self.core.session() as s:
                     flagged = await tour_store.abort_requested(s, ids)
+                    answers = await tour_store.take_answers(s, waiting)
                 for tour_id in flagged:
                     self.abort_local(tour_id, "aborted")
-            except Exception:
+                for answer in answers:
+                    broker.resolve(answer.tour_id, answer.call_id, answer.content,
+                                   answer.is_error)
+            except Exception:  # noqa: BLE001 - polling must not die on a transient error
                 log.warning("tours.abort_poll_failed", exc_info=True)
 
     async def aclose(self) -> None:

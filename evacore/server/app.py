@@ -59,6 +59,11 @@ ROUTERS = [
 
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> FastAPI:
     """Build the app; with `core` given the caller owns its lifetime (tests)."""
+    if settings is None and core is None:  # `serve --workers`: each worker builds its own
+        from evacore.logs import configure_logging
+
+        settings = load_settings()
+        configure_logging(settings.log_format, settings.log_level)
     settings = settings or (core.settings if core else load_settings())
 
     @asynccontextmanager

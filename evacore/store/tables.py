@@ -327,3 +327,15 @@ class Instance(Base):
     pid: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime] = _created()
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ClientOpAnswer(Base):
+    """A client op's answer posted to an instance other than the one running the tour; the
+    owner picks it up within half a second (R14.5)."""
+
+    __tablename__ = "client_op_answers"
+    tour_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    call_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    content: Mapped[str] = mapped_column(Text, default="")
+    is_error: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = _created()

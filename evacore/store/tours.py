@@ -1,17 +1,21 @@
-"""Tour records: created running, finished with status and diagnostics, abort requests.
+"""Tour records: created running, finished with status and diagnostics, abort requests, and
+client op answers relayed to the instance that runs the tour.
 
-Must not: run tours; cross-instance abort is a flag here that the owning instance polls.
+Must not: run tours; cross-instance abort is a flag here, and a relayed answer a row, that
+the owning instance polls.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
-from evacore.errors import NotFound
+from evacore.errors import Conflict, NotFound
+from evacore.store.tables import ClientOpAnswer
 from evacore.store.tables import Tour as TourRow
 
 
@@ -68,6 +72,37 @@ async def abort_requested(session: AsyncSession, tour_ids: list[str]) -> list[st
         select(TourRow.id).where(TourRow.id.in_(tour_ids), TourRow.abort_requested.is_(True))
     )
     return list(rows.all())
+
+
+async def relay_answer(session: AsyncSession, tour_id: str, call_id: str, content: str,
+                       is_error: bool) -> None:
+    """Leave a client op's answer for the instance running the tour (409 if one is there)."""
+    session.add(ClientOpAnswer(tour_id=tour_id, call_id=call_id, content=content,
+                               is_error=is_error))
+    try:
+        async with session.begin_nested():
+            await session.flush()
+    except IntegrityError:
+        raise Conflict(f"client op {call_id} of tour {tour_id} was already answered") from None
+
+
+async def take_answers(session: AsyncSession, calls: list[tuple[str, str]]
+                       ) -> list[ClientOpAnswer]:
+    """The relayed answers to these (tour id, call id) pairs, removed as they are taken."""
+    if not calls:
+        return []
+    key = tuple_(ClientOpAnswer.tour_id, ClientOpAnswer.call_id)
+    rows = list((await session.scalars(select(ClientOpAnswer).where(key.in_(calls)))).all())
+    if rows:
+        await session.execute(delete(ClientOpAnswer).where(
+            key.in_([(r.tour_id, r.call_id) for r in rows])))
+    return rows
+
+
+async def drop_answers(session: AsyncSession, tour_ids: list[str]) -> None:
+    """Relayed answers of tours that ended are of no use any more."""
+    if tour_ids:
+        await session.execute(delete(ClientOpAnswer).where(ClientOpAnswer.tour_id.in_(tour_ids)))
 
 
 def tour_json(row: TourRow) -> dict[str, Any]:

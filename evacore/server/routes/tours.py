@@ -53,13 +53,18 @@ class ClientOpResult(BaseModel):
 async def client_op_result(tour_id: str, call_id: str, body: ClientOpResult, who: AnyUser,
                            core: CoreDep) -> dict[str, Any]:
     """The client's answer to a `client_op` call: accepted once (200); a call that was
-    already answered or timed out gets 409; a call the tour never sent gets 404."""
+    already answered or timed out gets 409; a call the tour never sent gets 404. A tour
+    running on another instance gets the answer through the database within half a second
+    (`relayed: true`; an answer to a call it never sent is dropped there)."""
     async with core.session() as s:
-        await _visible(s, tour_id, who)
-    broker = core.client_ops
-    if broker.resolve(tour_id, call_id, body.content, body.error):
-        return {"tour_id": tour_id, "call_id": call_id, "accepted": True}
-    if broker.known(tour_id, call_id):
-        raise Conflict(f"client op {call_id} of tour {tour_id} was already answered or "
-                       "timed out")
+        row = await _visible(s, tour_id, who)
+        broker = core.client_ops
+        if broker.resolve(tour_id, call_id, body.content, body.error):
+            return {"tour_id": tour_id, "call_id": call_id, "accepted": True}
+        if broker.known(tour_id, call_id):
+            raise Conflict(f"client op {call_id} of tour {tour_id} was already answered or "
+                           "timed out")
+        if row.status == "running" and row.instance_id != core.instance_id:
+            await repo.relay_answer(s, tour_id, call_id, body.content, body.error)
+            return {"tour_id": tour_id, "call_id": call_id, "accepted": True, "relayed": True}
     raise NotFound(f"tour {tour_id} sent no client op {call_id}")
