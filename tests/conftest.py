@@ -37,6 +37,20 @@ SQLITE_ONLY_FOLDERS = ("generate", "agent_e2e", "assembly", "rules_integration")
 TESTS_DIR = Path(__file__).parent
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Where the fixtures must be there (`EVACORE_TEST_REQUIRE_FIXTURES=1`, set by CI), their
+    absence stops the run at once instead of turning fixture tests into silent skips."""
+    if os.environ.get("EVACORE_TEST_REQUIRE_FIXTURES") != "1":
+        return
+    from tests.helpers import FIXTURES
+
+    wanted = ("cards", "worldinfo", "presets", "chats")
+    missing = [name for name in wanted if not (FIXTURES / name).is_dir()
+               or not any((FIXTURES / name).iterdir())]
+    if missing:
+        pytest.exit(f"the shared fixtures are required but {FIXTURES} lacks {missing}", 3)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         backends = BACKENDS
