@@ -16,7 +16,7 @@ from tests.helpers import ServerProcess
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "evacore", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
