@@ -13,6 +13,8 @@ import platformdirs
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from evacore.redact import remember
+
 
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("evacore", appauthor=False))
@@ -112,6 +114,18 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _TomlSource(settings_cls, init_settings, env_settings))
+
+    def model_post_init(self, context: Any, /) -> None:
+        # the redactor removes the master token and the database password wherever they
+        # would show (errors, logs)
+        from urllib.parse import urlsplit
+
+        secrets = [self.master_token.get_secret_value() if self.master_token else None]
+        try:
+            secrets.append(urlsplit(self.database_url or "").password)
+        except ValueError:
+            pass
+        remember(secrets)
 
     @property
     def db_url(self) -> str:

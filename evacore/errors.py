@@ -1,6 +1,9 @@
 """One exception tree for evacore, each class with a stable `code` and an HTTP `status`.
 
-Must not: import anything from evacore (every layer imports this module).
+Messages and details are redacted as the error is made (`evacore.redact`): no API key,
+token or secret header value of a known connection survives into what an error shows.
+
+Must not: import anything from evacore but `evacore.redact` (every layer imports this module).
 
     EvacoreError (internal, 500)
     ├── InvalidInput (invalid_input, 422)
@@ -27,20 +30,23 @@ Must not: import anything from evacore (every layer imports this module).
 
 from __future__ import annotations
 
+from evacore.redact import redact, redact_value
+
 
 class EvacoreError(Exception):
     code = "internal"
     status = 500
 
     def __init__(self, message: str = "", **details: object) -> None:
+        message = redact(message)
         super().__init__(message or self.__class__.__doc__ or self.code)
         self.message = message or (self.__class__.__doc__ or self.code).strip()
-        self.details = details
+        self.details = redact_value(details)
 
     def to_dict(self) -> dict[str, object]:
-        body: dict[str, object] = {"code": self.code, "message": self.message}
+        body: dict[str, object] = {"code": self.code, "message": redact(self.message)}
         if self.details:
-            body["details"] = self.details
+            body["details"] = redact_value(self.details)
         return body
 
 

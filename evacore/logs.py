@@ -1,5 +1,8 @@
 """Structured logging: JSON when stderr is not a terminal, a readable console otherwise.
 
+Every line passes `evacore.redact` (fields, messages of stdlib loggers, rendered
+tracebacks), so a known key or a secret-shaped token never reaches the output.
+
 Must not: log secrets (API keys, tokens) or whole prompts; prompts belong in diagnostics.
 A tour binds `tour_id`/`chat_id` once with `bind_tour`; every line inside carries them.
 """
@@ -13,6 +16,8 @@ from contextlib import contextmanager
 
 import structlog
 from structlog.contextvars import bound_contextvars, merge_contextvars
+
+from evacore.redact import structlog_processor as redact_secrets
 
 _configured = False
 
@@ -29,6 +34,7 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact_secrets,
     ]
     foreign = [*shared, structlog.stdlib.ExtraAdder()]
     structlog.configure(
@@ -44,6 +50,7 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 structlog.processors.format_exc_info,
+                redact_secrets,
                 renderer,
             ],
         )

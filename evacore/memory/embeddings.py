@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evacore.errors import InvalidInput, ProviderError
 from evacore.memory import _minilm
+from evacore.redact import remember
 
 SETTING_KEY = "embeddings"
 _CACHE_SIZE = 4096
@@ -115,6 +116,7 @@ class OpenAIBackend:
         digest = hashlib.sha1(base_url.encode()).hexdigest()[:8]
         self.name = f"openai/{model}@{digest}"[:200]
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        remember([api_key])  # never shown in an error or a log line
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0),
                                          headers=headers, transport=transport)
 

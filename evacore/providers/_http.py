@@ -21,7 +21,6 @@ from evacore.providers._transport import (
     make_http_client,
     open_response,
     read_body,
-    redact_headers,
     retrying,
     sse_events,
 )
@@ -33,6 +32,7 @@ from evacore.providers.base import (
     ProviderRequest,
     WireRequest,
 )
+from evacore.redact import redact_headers, redact_url
 
 
 class HTTPProvider:
@@ -67,7 +67,7 @@ class HTTPProvider:
     def wire_request(self, request: ProviderRequest, *, stream: bool = True) -> WireRequest:
         return WireRequest(
             method="POST",
-            url=self.endpoint(stream=stream),
+            url=redact_url(self.endpoint(stream=stream)),
             headers=redact_headers(self.headers(request, stream=stream)),
             body=self.build_body(request, stream=stream),
         )
@@ -94,7 +94,8 @@ class HTTPProvider:
         conn = self.connection
         headers = self.headers(request, stream=True)
         async with (
-            open_response(self._client, wire, headers, dl, conn) as response,
+            open_response(self._client, wire, headers, dl, conn,
+                          self.endpoint(stream=True)) as response,
             aclosing(sse_events(response, dl, conn)) as sse,
             aclosing(self.parse_stream(sse, request)) as events,
         ):
@@ -111,7 +112,8 @@ class HTTPProvider:
         headers = self.headers(request, stream=False)
 
         async def attempt() -> AsyncIterator[Answer]:
-            async with open_response(self._client, wire, headers, dl, self.connection) as resp:
+            async with open_response(self._client, wire, headers, dl, self.connection,
+                                     self.endpoint(stream=False)) as resp:
                 raw = await read_body(resp, dl, self.connection)
             yield self.parse_answer(parse_json_object(raw, "answer"), request)
 

@@ -12,10 +12,10 @@ from typing import Any
 from evacore.errors import ProviderProtocolError
 from evacore.providers._http import HTTPProvider
 from evacore.providers._openai_wire import (
-    openai_base,
     openai_headers,
+    openai_url,
     parse_openai_stream,
-    server_root,
+    server_url,
 )
 from evacore.providers._sse import SSEEvent
 from evacore.providers._tokenize import llamacpp_tokenize
@@ -39,7 +39,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         self._tokenize_missing = False
 
     def endpoint(self, *, stream: bool) -> str:
-        return openai_base(self.connection.base_url) + self.path
+        return openai_url(self.connection.base_url, self.path)
 
     def headers(self, request: ProviderRequest, *, stream: bool) -> dict[str, str]:
         return openai_headers(
@@ -62,7 +62,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         if self._tokenize_missing:
             return None
         count, missing = await llamacpp_tokenize(
-            self._client, server_root(self.connection.base_url), self.connection, text
+            self._client, server_url(self.connection.base_url, "/tokenize"), self.connection, text
         )
         self._tokenize_missing = missing
         return count

@@ -15,6 +15,7 @@ import orjson
 from evacore.errors import ProviderConnectionError, ProviderHTTPError
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._transport import http_error, label
+from evacore.providers._urls import join_url
 from evacore.providers.base import (
     Connection,
     Finish,
@@ -45,18 +46,28 @@ COMPAT_SAMPLERS = frozenset({
 _FINISH = {"function_call": "tool_calls", "eos": "stop", "eos_token": "stop"}
 
 
-def openai_base(base_url: str) -> str:
-    """`http://host:8080` gets `/v1`; a URL with a path (`…/api/v1`, `…/openai/v1`) is kept."""
-    url = base_url.strip().rstrip("/")
+def openai_base(base: str) -> str:
+    """`http://host:8080` gets `/v1`; a URL with a path (`…/api/v1`, `…/openai/v1`) is kept.
+    `base` has no query (see `openai_url`)."""
+    url = base.strip().rstrip("/")
     if httpx.URL(url).path in ("", "/"):
         url += "/v1"
     return url
 
 
-def server_root(base_url: str) -> str:
+def server_root(base: str) -> str:
     """The server root for llama.cpp-style side endpoints (`/tokenize`)."""
-    url = openai_base(base_url)
-    return url.removesuffix("/v1")
+    return openai_base(base).removesuffix("/v1")
+
+
+def openai_url(base_url: str, path: str) -> str:
+    """An endpoint below the `/v1` base; the base URL's query string is kept."""
+    return join_url(base_url, path, openai_base)
+
+
+def server_url(base_url: str, path: str) -> str:
+    """A side endpoint below the server root; the base URL's query string is kept."""
+    return join_url(base_url, path, server_root)
 
 
 def openai_headers(conn: Connection, params: dict[str, Any], *, stream: bool) -> dict[str, str]:

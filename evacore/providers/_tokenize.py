@@ -56,19 +56,20 @@ def _llamacpp_count(body: Any) -> Any:
 
 
 async def llamacpp_tokenize(
-    client: httpx.AsyncClient, root: str, conn: Connection, text: str
+    client: httpx.AsyncClient, url: str, conn: Connection, text: str
 ) -> tuple[int | None, bool]:
+    """`url` is the server's `/tokenize` endpoint."""
     return await post_count(
-        client, root + "/tokenize", {"content": text}, _auth(conn), conn, _llamacpp_count
+        client, url, {"content": text}, _auth(conn), conn, _llamacpp_count
     )
 
 
 async def kobold_tokencount(
-    client: httpx.AsyncClient, root: str, conn: Connection, text: str
+    client: httpx.AsyncClient, url: str, conn: Connection, text: str
 ) -> tuple[int | None, bool]:
+    """`url` is the server's `/api/extra/tokencount` endpoint."""
     return await post_count(
-        client, root + "/api/extra/tokencount", {"prompt": text}, _auth(conn), conn,
-        lambda body: body.get("value"),
+        client, url, {"prompt": text}, _auth(conn), conn, lambda body: body.get("value"),
     )
 
 

@@ -1,6 +1,7 @@
 """Request discipline for the HTTP adapters (R2.11): deadlines (connect, first token, idle,
-total), retries with backoff only before the first token, error mapping with the API key
-redacted, and closing the upstream response at once when the consumer goes away.
+total), retries with backoff only before the first token, error mapping with the
+connection's secrets redacted (`evacore.redact`), and closing the upstream response at once
+when the consumer goes away.
 
 Must not: know any vendor's request body or event format.
 """
@@ -13,7 +14,6 @@ import email.utils
 import importlib.util
 import math
 import random
-import re
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -34,12 +34,11 @@ from evacore.errors import (
 from evacore.providers._pools import SpreadTransport
 from evacore.providers._sse import SSEDecoder, SSEEvent
 from evacore.providers.base import Connection, Timeouts, WireRequest
+from evacore.redact import redact
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
-_KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 _BACKOFF_CEILING = 8.0
 
 
@@ -63,17 +62,6 @@ def make_http_client() -> httpx.AsyncClient:
 
 def label(conn: Connection) -> str:
     return f"{conn.kind} connection {conn.name!r}"
-
-
-def redact(text: str, secret: str | None) -> str:
-    """Remove the API key (and anything shaped like one) from a message."""
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "***")
-    return _KEYLIKE.sub("sk-***", text)
-
-
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k: ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
 
 
 class Deadlines:
@@ -234,7 +222,7 @@ def is_retryable_status(status: int) -> bool:
 def http_error(
     conn: Connection, status: int, message: str, headers: Mapping[str, str] | None = None
 ) -> ProviderHTTPError:
-    clean = redact(message, conn.api_key) or "(no message)"
+    clean = redact(message) or "(no message)"
     details: dict[str, Any] = {"upstream_status": status, "upstream_message": clean}
     retry_after = retry_after_seconds(headers or {})
     if retry_after is not None:
@@ -260,15 +248,17 @@ async def open_response(
     headers: Mapping[str, str],
     dl: Deadlines,
     conn: Connection,
+    url: str | None = None,
 ) -> AsyncIterator[httpx.Response]:
-    """Send `wire` with real headers; yield the streaming response (status < 400).
+    """Send `wire` with real headers (and the real `url`: `wire.url` has its secrets
+    masked); yield the streaming response (status < 400).
 
     Leaving the block for any reason (end, error, cancellation) closes the response, which
     closes the socket when the body was not read to the end.
     """
     try:
         request = client.build_request(
-            wire.method, wire.url, headers=headers, content=orjson.dumps(wire.body),
+            wire.method, url or wire.url, headers=headers, content=orjson.dumps(wire.body),
             timeout=_request_timeout(conn.timeouts),
         )
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
@@ -281,7 +271,7 @@ async def open_response(
         raise ProviderConnectionError(f"{label(conn)}: bad base URL: {exc}") from None
     except httpx.TransportError as exc:
         raise ProviderConnectionError(
-            f"{label(conn)}: connection failed: {redact(str(exc) or type(exc).__name__, conn.api_key)}",
+            f"{label(conn)}: connection failed: {redact(str(exc) or type(exc).__name__)}",
             retryable=True,
         ) from None
     try:
@@ -290,7 +280,7 @@ async def open_response(
             raise http_error(conn, response.status_code, upstream_message(raw), response.headers)
         yield response
     except httpx.TransportError as exc:
-        what = redact(str(exc) or type(exc).__name__, conn.api_key)
+        what = redact(str(exc) or type(exc).__name__)
         raise ProviderConnectionError(
             f"{label(conn)}: the connection broke during the answer: {what}",
             retryable=not dl.first_token_seen,

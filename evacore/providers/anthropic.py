@@ -18,6 +18,7 @@ from evacore.providers._http import HTTPProvider
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._tokenize import anthropic_count
 from evacore.providers._transport import http_error, label
+from evacore.providers._urls import join_url
 from evacore.providers.base import (
     Answer,
     Connection,
@@ -49,9 +50,15 @@ _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?[^,]*?;base64,(?P<dat
 _EPHEMERAL = {"type": "ephemeral"}
 
 
-def anthropic_base(base_url: str) -> str:
-    url = base_url.strip().rstrip("/")
+def anthropic_base(base: str) -> str:
+    """The API root (a trailing `/v1` dropped); `base` has no query (see `anthropic_url`)."""
+    url = base.strip().rstrip("/")
     return url.removesuffix("/v1")
+
+
+def anthropic_url(base_url: str, path: str) -> str:
+    """An endpoint below the API root; the base URL's query string is kept."""
+    return join_url(base_url, path, anthropic_base)
 
 
 def _image(url: str) -> dict[str, Any]:
@@ -239,7 +246,7 @@ class AnthropicProvider(HTTPProvider):
         return build_request_body(self.connection, request, stream=stream)
 
     def endpoint(self, *, stream: bool) -> str:
-        return anthropic_base(self.connection.base_url) + "/v1/messages"
+        return anthropic_url(self.connection.base_url, "/v1/messages")
 
     def headers(self, request: ProviderRequest | None, *, stream: bool) -> dict[str, str]:
         params = effective_params(self.connection, request or ProviderRequest())
@@ -355,7 +362,7 @@ class AnthropicProvider(HTTPProvider):
         """`POST /v1/messages/count_tokens` for one user turn of `text`."""
         if self._count_missing:
             return None
-        url = anthropic_base(self.connection.base_url) + "/v1/messages/count_tokens"
+        url = anthropic_url(self.connection.base_url, "/v1/messages/count_tokens")
         count, missing = await anthropic_count(
             self._client, url, self.headers(None, stream=False), self.connection, text
         )

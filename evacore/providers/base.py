@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from evacore.errors import InvalidInput
+from evacore.redact import connection_secrets, redact_url, remember
 
 if TYPE_CHECKING:
     import httpx
@@ -58,11 +59,16 @@ class Connection:
     retry_backoff: float = 0.5
     retry_after_cap: float = 20.0
 
+    def __post_init__(self) -> None:
+        # from now on the redactor removes this connection's secrets from every error,
+        # diagnostic and log line
+        remember(connection_secrets(self.api_key, self.base_url, self.params))
+
     def __repr__(self) -> str:
         key = None if self.api_key is None else "***"
         return (
             f"Connection(id={self.id!r}, name={self.name!r}, kind={self.kind!r}, "
-            f"base_url={self.base_url!r}, api_key={key!r}, model={self.model!r}, "
+            f"base_url={redact_url(self.base_url)!r}, api_key={key!r}, model={self.model!r}, "
             f"context_size={self.context_size}, max_tokens={self.max_tokens}, "
             f"vision={self.vision}, prefill={self.prefill!r}, retries={self.retries})"
         )
@@ -138,7 +144,8 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class WireRequest:
-    """The exact request an adapter sends, with secrets in `headers` redacted (diagnostics)."""
+    """The exact request an adapter sends, with the secrets in `url` and `headers` masked
+    (diagnostics); the adapter sends the real ones."""
 
     method: str
     url: str

@@ -22,6 +22,7 @@ from evacore.providers._http import HTTPProvider
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._tokenize import kobold_tokencount
 from evacore.providers._transport import label
+from evacore.providers._urls import join_url
 from evacore.providers.base import (
     Answer,
     Connection,
@@ -53,12 +54,18 @@ KOBOLD_ALIASES = {"repetition_penalty": "rep_pen", "typical_p": "typical", "tfs_
 _FINISH = {"eos": "stop", "eos_token": "stop", "max_length": "length"}
 
 
-def kobold_root(base_url: str) -> str:
-    url = base_url.strip().rstrip("/")
+def kobold_root(base: str) -> str:
+    """The server root below `…/api/v1` or `…/api`; `base` has no query (see `kobold_url`)."""
+    url = base.strip().rstrip("/")
     for suffix in ("/api/v1", "/api"):
         if url.endswith(suffix):
             return url[: -len(suffix)]
     return url
+
+
+def kobold_url(base_url: str, path: str) -> str:
+    """An endpoint below the server root; the base URL's query string is kept."""
+    return join_url(base_url, path, kobold_root)
 
 
 def new_genkey() -> str:
@@ -104,8 +111,8 @@ class KoboldProvider(HTTPProvider):
         return build_request_body(self.connection, request, stream=stream, genkey=new_genkey())
 
     def endpoint(self, *, stream: bool) -> str:
-        root = kobold_root(self.connection.base_url)
-        return root + ("/api/extra/generate/stream" if stream else "/api/v1/generate")
+        return kobold_url(self.connection.base_url,
+                          "/api/extra/generate/stream" if stream else "/api/v1/generate")
 
     def headers(self, request: ProviderRequest | None, *, stream: bool) -> dict[str, str]:
         headers = {"Content-Type": "application/json",
@@ -151,7 +158,7 @@ class KoboldProvider(HTTPProvider):
 
     async def abort(self, genkey: str) -> None:
         """POST /api/extra/abort for this generation only; never raises."""
-        url = kobold_root(self.connection.base_url) + "/api/extra/abort"
+        url = kobold_url(self.connection.base_url, "/api/extra/abort")
         try:
             await self._client.post(
                 url, json={"genkey": genkey}, headers=self.headers(None, stream=False),
@@ -192,7 +199,8 @@ class KoboldProvider(HTTPProvider):
         if self._count_missing:
             return None
         count, missing = await kobold_tokencount(
-            self._client, kobold_root(self.connection.base_url), self.connection, text
+            self._client, kobold_url(self.connection.base_url, "/api/extra/tokencount"),
+            self.connection, text,
         )
         self._count_missing = missing
         return count

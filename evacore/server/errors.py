@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evacore.errors import EvacoreError
 from evacore.logs import get_logger
+from evacore.redact import redact, redact_value
 
 log = get_logger(__name__)
 
@@ -32,8 +33,9 @@ _HTTP_CODES = {
 
 
 def error_response(status: int, code: str, message: str, **extra: object) -> JSONResponse:
-    body: dict[str, object] = {"code": code, "message": message}
-    body.update(extra)
+    """The one error body; its message and details pass the redactor."""
+    body: dict[str, object] = {"code": code, "message": redact(message)}
+    body.update(redact_value(extra))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 

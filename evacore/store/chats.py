@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id, utcnow
 from evacore.errors import NotFound
+from evacore.redact import redact_value
 from evacore.store.tables import Character, Chat, Connection, Message, Persona, Variant
 
 
@@ -105,6 +106,8 @@ async def add_variant(
     session: AsyncSession, message: Message, *, activate: bool = True, flush: bool = True,
     **fields: Any
 ) -> Variant:
+    if fields.get("meta"):
+        fields["meta"] = redact_value(fields["meta"])  # it holds the tour's diagnostics
     variant = Variant(id=new_id(), message_id=message.id, **fields)
     session.add(variant)
     if activate:

@@ -1,6 +1,9 @@
 """Tour records: created running, finished with status and diagnostics, abort requests, and
 client op answers relayed to the instance that runs the tour.
 
+Diagnostics and errors pass `evacore.redact` on their way in and out: what is stored or
+shown carries no API key, token or secret header value.
+
 Must not: run tours; cross-instance abort is a flag here, and a relayed answer a row, that
 the owning instance polls.
 """
@@ -15,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
 from evacore.errors import Conflict, NotFound
+from evacore.redact import redact_value
 from evacore.store.tables import ClientOpAnswer
 from evacore.store.tables import Tour as TourRow
 
@@ -41,8 +45,8 @@ async def finish_tour(
         .where(TourRow.id == tour_id)
         .values(
             status=status,
-            diagnostics=diagnostics,
-            error=error,
+            diagnostics=redact_value(diagnostics),
+            error=redact_value(error),
             message_id=message_id,
             variant_id=variant_id,
             finished_at=utcnow(),
@@ -115,8 +119,8 @@ def tour_json(row: TourRow) -> dict[str, Any]:
         "env": row.env or {},
         "message_id": row.message_id,
         "variant_id": row.variant_id,
-        "error": row.error,
-        "diagnostics": row.diagnostics or {},
+        "error": redact_value(row.error),
+        "diagnostics": redact_value(row.diagnostics or {}),
         "created_at": row.created_at.isoformat() if row.created_at else None,
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
     }

@@ -46,6 +46,10 @@ class Reply:
     error_event_after: int | None = None
     usage: bool = True
     model: str = "fake-model"
+    echo: bool = False
+    """Echo what the request carried (its credential headers and query string) into the
+    error body, the in-stream error event and the malformed event, as a careless or
+    hostile upstream would. A non-stream answer with `malformed_after` set is broken JSON."""
 
     def pieces(self) -> list[str]:
         if self.chunks is not None:

@@ -20,6 +20,24 @@ from tests.fakes.server import Exchange, LoopbackServer, RecordedRequest
 
 FAKE_API_KEY = "sk-fake-secret-key-0123456789"
 BASE_PATHS = {"openai-chat": "/v1", "openai-text": "/v1", "anthropic": "", "kobold": ""}
+_PLAIN_HEADERS = frozenset({"host", "content-type", "content-length", "accept",
+                            "accept-encoding", "connection", "user-agent", "anthropic-version"})
+
+
+def echo_of(request: RecordedRequest) -> str:
+    """What an echoing upstream repeats: header values other than the plain ones (the
+    credentials first), then the query string."""
+    headers = sorted(((k.lower(), v) for k, v in request.headers.items()
+                      if k.lower() not in _PLAIN_HEADERS),
+                     key=lambda kv: kv[0] not in ("authorization", "x-api-key"))
+    parts = [v for _, v in headers] + ([request.query] if request.query else [])
+    return " ".join(parts)
+
+
+def _echo_frame(route: _Route, echo: str) -> str:
+    """A broken JSON event whose text carries `echo` (in the route's event framing)."""
+    event = route.malformed.split("\n", 1)[0] + "\n" if route.malformed.startswith("event:") else ""
+    return event + 'data: {"echo": "' + echo.replace('"', "'") + '"\n\n'
 
 
 @dataclass(frozen=True)
@@ -157,19 +175,25 @@ class FakeUpstream:
             ex.send_json(404, {"error": {"message": f"no route {path}"}})
             return
         reply = self.script.next()
+        echo = echo_of(ex.request) if reply.echo else ""
         if reply.hang_before_headers:
             await ex.sleep(float("inf"))
         if reply.status >= 400:
-            error = route.error_body(reply.status, reply.error_message)
+            error = route.error_body(reply.status, f"{reply.error_message} {echo}".strip())
             ex.send_json(reply.status, error, headers=reply.headers)
             return
         if not (route.always_stream or body.get("stream") is True):
             await ex.sleep(reply.first_token_delay)
+            if reply.malformed_after is not None:
+                ex.send(200, ('{"echo": "' + echo.replace('"', "'") + '"').encode(),
+                        headers=reply.headers)
+                return
             ex.send_json(200, route.whole(reply, body), headers=reply.headers)
             return
-        await self._play(ex, route, reply, body)
+        await self._play(ex, route, reply, body, echo)
 
-    async def _play(self, ex: Exchange, route: _Route, reply: Reply, body: Any) -> None:
+    async def _play(self, ex: Exchange, route: _Route, reply: Reply, body: Any,
+                    echo: str = "") -> None:
         ex.start_stream(headers=reply.headers)
         genkey = body.get("genkey")
         sent = 0
@@ -183,11 +207,12 @@ class FakeUpstream:
                     ex.reset()
                     return
                 if reply.malformed_after == sent:
-                    ex.write(route.malformed)
+                    ex.write(_echo_frame(route, echo) if echo else route.malformed)
                     ex.end_stream()
                     return
                 if reply.error_event_after == sent and route.error_frame is not None:
-                    ex.write(route.error_frame(reply.error_message or "Overloaded"))
+                    message = f"{reply.error_message or 'Overloaded'} {echo}".strip()
+                    ex.write(route.error_frame(message))
                     ex.end_stream()
                     return
                 await ex.sleep(reply.first_token_delay if sent == 0 else reply.token_delay)

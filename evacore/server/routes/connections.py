@@ -1,6 +1,7 @@
 """`/v1/connections` (R12.2): create, list, read, update, delete; API keys never returned.
 
-Must not: log or echo an API key; responses carry a masked form only.
+Must not: log or echo an API key or a secret header or query value; responses carry a
+masked form only (`store.connections.connection_json`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ async def patch_connection(
     connection_id: str, body: ConnectionPatch, _: Master, session: SessionDep
 ) -> dict[str, Any]:
     row = await repo.get_connection(session, connection_id)
-    changes = body.model_dump(exclude_unset=True)
+    changes = repo.keep_masked_secrets(row, body.model_dump(exclude_unset=True))
     if "instruct" in changes:
         changes["instruct"] = _instruct(changes["instruct"])
     if changes.get("tokenizer"):

@@ -1,0 +1,209 @@
+"""The one redactor for every string that leaves the process: error messages, stored tour
+diagnostics, log lines and API answers lose API keys, bearer tokens, secret header values
+and URL query secrets.
+
+It knows the actual secrets of every connection built in this process (`remember`, called
+when a provider `Connection` is made) and also catches generic shapes: `Bearer …`, `Basic …`,
+`sk-…`, `evc_…` tokens, `?key=…`-style query values and `user:password@` in URLs.
+
+Must not: import anything from evacore (errors.py and every layer import this module), or
+keep secrets anywhere but in this process's memory.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+MASK = "***"
+MIN_SECRET = 6
+"""Shorter values are not replaced verbatim (they would garble ordinary text); the generic
+shapes still apply to them."""
+_MAX_KNOWN = 4096
+
+_WORDS = r"key|token|secret|auth(?!ors?(?![a-z]))|passw|pwd|signature|credential|session"
+_SECRET_NAME = re.compile(_WORDS + "|cookie", re.IGNORECASE)
+_TOKEN = r"[A-Za-z0-9._~+/=\-]"
+_TAIL = r"[A-Za-z0-9_\-]"
+# (literals one of which must be in the text, the shape; `head` is kept, the rest masked).
+# Each shape starts with a literal or a small character class, which the regex engine
+# finds fast; the word boundary before a prefix is checked in `_mask_tail`.
+_SHAPES: list[tuple[tuple[str, ...], re.Pattern[str]]] = [
+    # a scheme and a token of 8+ characters with a digit in it (prose has none there)
+    *(((scheme,), re.compile("(?P<head>" + scheme + r"\s+)(?=" + _TOKEN + r"*\d)" + _TOKEN
+                             + "{8,}"))
+      for scheme in ("Bearer", "bearer", "BEARER", "Basic", "basic", "BASIC")),
+    *(((prefix,), re.compile("(?P<head>" + re.escape(prefix) + ")" + _TAIL + f"{{{least},}}"))
+      for prefix, least in (("sk-", 6), ("xai-", 6), ("evc_", 6), ("gsk_", 20), ("ghp_", 20),
+                            ("gho_", 20), ("hf_", 20), ("glpat-", 20), ("AIza", 20))),
+    (("=",), re.compile(r"(?P<head>[?&;][\w.\-]*(?:" + _WORDS + r")[\w.\-]*=)[^&#\s\"'<>;]+",
+                        re.IGNORECASE)),
+    (("://",), _USERINFO := re.compile(r"(?P<head>://[^/\s:@\"']+:)[^@\s/\"']+(?=@)")),
+]
+_SCHEME = re.compile(r"^\s*(?:bearer|basic|token)\s+", re.IGNORECASE)
+
+_lock = threading.Lock()
+_known: OrderedDict[str, None] = OrderedDict()
+_known_re: re.Pattern[str] | None = None
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a header or query parameter of this name carries a secret by its name
+    (authorization, x-api-key, api-key, anything with key/token/secret/auth in it …)."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def remember(secrets: Iterable[str | None]) -> None:
+    """Make these values known: from now on they are replaced wherever they appear.
+    Also their URL-encoded form, and the token after a `Bearer `/`Basic ` scheme."""
+    global _known_re
+    forms: list[str] = []
+    for secret in secrets:
+        if not isinstance(secret, str):
+            continue
+        secret = secret.strip()
+        bare = _SCHEME.sub("", secret)
+        for form in {secret, bare, quote(secret, safe=""), quote(bare, safe=""), unquote(bare)}:
+            if len(form) >= MIN_SECRET:
+                forms.append(form)
+    if not forms:
+        return
+    with _lock:
+        changed = False
+        for form in forms:
+            if form in _known:
+                _known.move_to_end(form)
+            else:
+                _known[form] = None
+                changed = True
+        while len(_known) > _MAX_KNOWN:
+            _known.popitem(last=False)
+        if changed:
+            ordered = sorted(_known, key=len, reverse=True)  # longest first: no half masks
+            _known_re = re.compile("|".join(re.escape(s) for s in ordered))
+
+
+def connection_secrets(
+    api_key: str | None, base_url: str | None, params: Mapping[str, Any] | None
+) -> list[str]:
+    """The secrets one connection holds: its key, the values of its secret-looking extra
+    headers, the secret query values and the password of its base URL."""
+    out: list[str | None] = [api_key]
+    headers = (params or {}).get("extra_headers")
+    if isinstance(headers, Mapping):
+        out += [str(v) for k, v in headers.items() if is_secret_name(str(k)) and v is not None]
+    if base_url:
+        out += [value for name, value in _query_pairs(base_url) if is_secret_name(name)]
+        try:
+            out.append(urlsplit(base_url).password)
+        except ValueError:
+            pass
+    return [s for s in out if s]
+
+
+def _mask_tail(m: re.Match[str]) -> str:
+    start = m.start()
+    if start and m.group("head")[0].isalnum() and (m.string[start - 1].isalnum()
+                                                   or m.string[start - 1] == "_"):
+        return m.group(0)  # `task-…` is not an `sk-…` key
+    return m.group("head") + MASK
+
+
+def redact(text: str) -> str:
+    """`text` with every known secret and every secret-shaped token replaced by `***`."""
+    if not text:
+        return text
+    pattern = _known_re
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    for literals, shape in _SHAPES:
+        if any(literal in text for literal in literals):
+            text = shape.sub(_mask_tail, text)
+    return text
+
+
+def redact_value(value: Any) -> Any:
+    """`redact` applied to every string inside a JSON-like value (dict keys included);
+    other values come back unchanged, and an unchanged container is returned as it is."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        out = {redact(k) if isinstance(k, str) else k: redact_value(v) for k, v in value.items()}
+        return value if _same(value, out) else out
+    if isinstance(value, list | tuple):
+        items = [redact_value(v) for v in value]
+        if all(a is b for a, b in zip(value, items, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
+def _same(old: dict[Any, Any], new: dict[Any, Any]) -> bool:
+    return old.keys() == new.keys() and all(old[k] is new[k] for k in old)
+
+
+def mask(secret: str | None) -> str | None:
+    """The form an API answer shows of a secret: its last four characters, or `****`."""
+    if not secret:
+        return None
+    return "…" + secret[-4:] if len(secret) >= 12 else "****"
+
+
+def redact_headers(headers: Mapping[str, str], *, shown: Any = None) -> dict[str, str]:
+    """Headers with secret-looking ones replaced (by `***`, or by `shown(value)`)."""
+    out = {}
+    for name, value in headers.items():
+        if is_secret_name(str(name)):
+            out[name] = MASK if shown is None else shown(value)
+        else:
+            out[name] = redact(value) if isinstance(value, str) else value
+    return out
+
+
+def _query_pairs(url: str) -> list[tuple[str, str]]:
+    query = url.partition("?")[2].partition("#")[0]
+    pairs = []
+    for part in query.split("&"):
+        name, sep, value = part.partition("=")
+        if sep:
+            pairs.append((unquote(name), unquote(value)))
+    return pairs
+
+
+def redact_url(url: str, *, shown: Any = None) -> str:
+    """A URL with secret query values and a userinfo password replaced (by `***` or by
+    `shown(value)`); everything else is kept exactly as written."""
+    base, qmark, rest = url.partition("?")
+    base = _USERINFO.sub(_mask_tail, base)
+    if not qmark:
+        return base
+    query, hashmark, fragment = rest.partition("#")
+    parts = []
+    for part in query.split("&"):
+        name, sep, value = part.partition("=")
+        if sep and is_secret_name(unquote(name)):
+            value = MASK if shown is None else str(shown(unquote(value)))
+        parts.append(name + sep + value)
+    return base + "?" + "&".join(parts) + (hashmark + fragment)
+
+
+_PLAIN = (str, int, float, bool, type(None), dict, list, tuple)
+_LOG_META = frozenset({"exc_info", "stack_info", "_record", "_from_structlog"})
+
+
+def structlog_processor(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """A structlog processor: every string of the event (message, fields, a rendered
+    traceback) redacted; other objects are logged as their redacted `repr`."""
+    out = {}
+    for key, value in event.items():
+        if key in _LOG_META:
+            out[key] = value
+        elif isinstance(value, _PLAIN):
+            out[key] = redact_value(value)
+        else:
+            out[key] = redact(repr(value))
+    return out

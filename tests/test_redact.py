@@ -1,0 +1,80 @@
+"""The one redactor (R2.15, R12.2): known secrets and secret shapes go, ordinary text stays."""
+
+from __future__ import annotations
+
+import pytest
+
+from evacore import redact as r
+from evacore.errors import ProviderProtocolError
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Authorization: Bearer abc.def-123456", "Authorization: Bearer ***"),
+    ("auth: Basic dGVzdDp0ZXN0", "auth: Basic ***"),
+    ("key sk-proj-AbCdEf0123456789 rejected", "key sk-*** rejected"),
+    ("token evc_Zm9vYmFyYmF6cXV4 unknown", "token evc_*** unknown"),
+    ("GET https://h/v1/x?model=m&api_key=abc123&x=1#f", "GET https://h/v1/x?model=m&api_key=***&x=1#f"),
+    ("see https://h/x?access_token=t0k3n", "see https://h/x?access_token=***"),
+    ("postgresql://evacore:hunter2@db/x", "postgresql://evacore:***@db/x"),
+])
+def test_secret_shapes_are_masked(text: str, expected: str) -> None:
+    assert r.redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "the bearer of bad news", "Basic training starts at nine", "a task-1234567 for the desk-lamp",
+    "https://example.org/books?author=me&page=2", "max_tokens=512 and top_k=40",
+    "A long story without anything secret in it. " * 50,
+])
+def test_ordinary_text_is_kept(text: str) -> None:
+    assert r.redact(text) == text
+
+
+def test_remembered_secrets_go_in_every_form() -> None:
+    r.remember(["Bearer odd+secret/value 991", "abc"])  # "abc" is too short to replace
+    text = "sent odd+secret/value 991, quoted odd%2Bsecret%2Fvalue%20991, abc stays"
+    assert r.redact(text) == "sent ***, quoted ***, abc stays"
+
+
+def test_connection_secrets_are_the_key_secret_headers_query_and_password() -> None:
+    found = r.connection_secrets(
+        "the-api-key", "https://u:pass-word@h/v1?key=qk-123456&model=m",
+        {"extra_headers": {"X-Custom-Token": "hdr-123456", "X-Title": "my app",
+                           "api-key": "azure-123456", "Cookie": "sid=1234567"}},
+    )
+    assert set(found) == {"the-api-key", "hdr-123456", "azure-123456", "sid=1234567",
+                          "qk-123456", "pass-word"}
+
+
+def test_urls_keep_everything_but_their_secrets() -> None:
+    url = "https://h/v1?model=m&Key=abc%20d&sig=ok#frag"
+    assert r.redact_url(url) == "https://h/v1?model=m&Key=***&sig=ok#frag"
+    assert r.redact_url(url, shown=r.mask) == "https://h/v1?model=m&Key=****&sig=ok#frag"
+    assert r.redact_url("http://h:8080") == "http://h:8080"
+
+
+def test_headers_are_masked_by_name() -> None:
+    headers = {"Authorization": "Bearer x", "x-goog-api-key": "k", "X-Title": "app",
+               "anthropic-version": "2023-06-01"}
+    assert r.redact_headers(headers) == {"Authorization": "***", "x-goog-api-key": "***",
+                                         "X-Title": "app", "anthropic-version": "2023-06-01"}
+
+
+def test_errors_are_redacted_when_made() -> None:
+    r.remember(["upstream-echoed-secret-1"])
+    err = ProviderProtocolError("bad event: upstream-echoed-secret-1",
+                                upstream_message="Bearer tok-1234567 said upstream-echoed-secret-1")
+    assert err.message == "bad event: ***" and str(err) == "bad event: ***"
+    assert err.to_dict()["details"] == {"upstream_message": "Bearer *** said ***"}
+
+
+def test_log_events_are_redacted_and_meta_kept() -> None:
+    r.remember(["log-line-secret-22"])
+    exc_info = (ValueError, ValueError("x"), None)
+    event = {"event": "provider.failed log-line-secret-22", "n": 3,
+             "fields": {"url": "http://h/?token=abc123"}, "obj": ValueError("log-line-secret-22"),
+             "exc_info": exc_info}
+    out = r.structlog_processor(None, "info", event)
+    assert out == {"event": "provider.failed ***", "n": 3,
+                   "fields": {"url": "http://h/?token=***"}, "obj": "ValueError('***')",
+                   "exc_info": exc_info}
