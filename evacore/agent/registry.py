@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -258,6 +259,15 @@ _JSON_TYPES: dict[str, Callable[[object], bool]] = {
 }
 
 
+def workspace_relative(text: str, workspace: Path) -> str:
+    """`text` with the workspace's absolute path (as given and as resolved) written as a
+    path relative to it: a tool's message never shows where the workspace is on the machine."""
+    roots = {str(workspace).rstrip(os.sep), os.path.realpath(workspace).rstrip(os.sep)}
+    for root in sorted((r for r in roots if r), key=len, reverse=True):
+        text = text.replace(root + os.sep, "").replace(root, ".")
+    return text
+
+
 def _json_type_name(value: object) -> str:
     for name in ("boolean", "integer", "number", "string", "array", "object", "null"):
         if _JSON_TYPES[name](value):
@@ -345,7 +355,8 @@ async def run_tool(registry: ToolRegistry, name: str, arguments: str, ctx: ToolC
         log.info("tool.refused", tool=name, error=exc.code)
     else:
         log.warning("tool.failed", tool=name, error=type(exc).__name__, exc_info=exc)
-    return done(f"error: {type(exc).__name__}: {exc}", True)
+    return done(f"error: {type(exc).__name__}: {workspace_relative(str(exc), ctx.workspace)}",
+                True)
 
 
 async def _invoke(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> str:

@@ -8,8 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from evacore.agent.registry import ToolContext, ToolPolicy, ToolSettings
+
+BOTH_LOOPS = ("test_shell_tool",)
+"""Modules whose tests run on asyncio's event loop and on uvloop's (`evacore serve` runs on
+uvloop, whose subprocess and descriptor handling differ)."""
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
+                                  ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    module = getattr(item, "module", None)
+    if module is not None and module.__name__.rsplit(".", 1)[-1] in BOTH_LOOPS:
+        return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}
 
 
 @pytest.fixture

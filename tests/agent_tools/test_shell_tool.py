@@ -1,5 +1,6 @@
 """R5.2: the shell tool runs in the workspace with a timeout and an output cap, and leaves
-no process behind."""
+no process behind; a detached background job keeps running. Every test runs on asyncio's
+loop and on uvloop's (the loop `evacore serve` runs on)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ import pytest
 
 from evacore.agent.registry import run_tool
 from evacore.agent.tools import default_registry
+
+# tests/agent_tools/conftest.py runs every test here on both loops (asyncio, uvloop)
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
 
 
 def live_members(pgid: int) -> list[int]:
@@ -153,3 +164,27 @@ async def test_r5_2_timeout_is_limited_by_the_settings(make_ctx) -> None:
     assert (output, error) == ("hi\n[timeout lowered to the maximum, 5s]", False)
     output, error = await shell(make_ctx(), "echo hi", timeout=0)
     assert error and output == "error: timeout must be a positive number of seconds"
+
+
+async def test_r5_2_the_command_inherits_no_descriptor_of_the_core(make_ctx) -> None:
+    output, error = await shell(make_ctx(), "ls /proc/$$/fd; sleep 0.1 & ls /proc/$!/fd")
+    assert (output, error) == ("0\n1\n2\n0\n1\n2\n", False)
+
+
+async def test_r5_2_a_detached_job_survives_the_call_and_its_timeout(
+    make_ctx, workspace: Path
+) -> None:
+    started_at = asyncio.get_running_loop().time()
+    output, error = await shell(
+        make_ctx(shell_kill_grace=0.2),
+        "nohup sleep 30 >/dev/null 2>&1 & echo $! > job; echo started", timeout=1)
+    took = asyncio.get_running_loop().time() - started_at
+    job = int((workspace / "job").read_text())
+    try:
+        assert (output, error) == ("started\n", False)
+        assert took < 0.4  # no wait for output the job does not hold
+        assert running(job)
+        await asyncio.sleep(1.3)  # past the call's timeout
+        assert running(job)
+    finally:
+        os.kill(job, 9)

@@ -1,7 +1,9 @@
-"""Workspace confinement for the file tools: resolve a model-given path, write files atomically.
+"""Workspace confinement for the file tools: resolve a model-given path, write files
+atomically, and say what went wrong with paths relative to the workspace.
 
-Must not: touch anything outside the workspace, or be called on the event loop (it does
-blocking file I/O; callers run it through `asyncio.to_thread`).
+Must not: touch anything outside the workspace, show the workspace's absolute path, or be
+called on the event loop (it does blocking file I/O; callers run it through
+`asyncio.to_thread`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from evacore.agent.registry import workspace_relative
 from evacore.errors import PathEscape, ToolError
 
 NEW_FILE_MODE = 0o644
@@ -28,6 +31,26 @@ def _inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def shown_path(workspace: Path, path: str | os.PathLike[str]) -> str:
+    """How a message shows a path of the machine: relative to the workspace (`.` for the
+    workspace itself), or only as being outside it."""
+    path = os.fspath(path)
+    for root in dict.fromkeys((os.path.abspath(workspace), os.path.realpath(workspace))):
+        full = os.path.abspath(os.path.join(root, path))
+        if _inside(full, root):
+            return os.path.relpath(full, root).replace(os.sep, "/")
+    return "(a path outside the workspace)"
+
+
+def os_error(exc: OSError, workspace: Path) -> ToolError:
+    """A ToolError for a failed file operation, with its paths relative to the workspace."""
+    what = exc.strerror or type(exc).__name__
+    names = [shown_path(workspace, f) for f in (exc.filename, exc.filename2)
+             if isinstance(f, str | bytes | os.PathLike) and not isinstance(f, bytes)]
+    message = f"{what}: {' -> '.join(names)}" if names else what
+    return ToolError(workspace_relative(message, workspace))
+
+
 def resolve(workspace: Path, path: str) -> WorkspacePath:
     """Resolve `path` against the workspace, refusing every way out (a PathEscape if one is found).
 
@@ -37,7 +60,11 @@ def resolve(workspace: Path, path: str) -> WorkspacePath:
     """
     if not isinstance(path, str) or "\x00" in path:
         raise ToolError("the path must be text without NUL characters")
-    os.makedirs(workspace, exist_ok=True)
+    try:
+        os.makedirs(workspace, exist_ok=True)
+    except OSError as exc:
+        raise ToolError("the workspace folder cannot be created: "
+                        + (exc.strerror or type(exc).__name__)) from None
     root = os.path.realpath(workspace)
     given = PurePosixPath(path.replace("\\", "/")) if path.strip() else PurePosixPath(".")
     if given.is_absolute() or (len(path) > 1 and path[1] == ":" and path[0].isalpha()):

@@ -1,7 +1,8 @@
 """The file tools `read_file`, `list_dir`, `write_file`, `write_diff`, confined to the workspace (R5.2).
 
 Must not: touch a path outside the workspace (every path goes through `_paths.resolve`),
-write a partly patched file, or do file I/O on the event loop (all of it runs in a thread).
+show the workspace's absolute path (failures name paths relative to it), write a partly
+patched file, or do file I/O on the event loop (all of it runs in a thread).
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from evacore.agent.registry import Tool, ToolContext
 from evacore.agent.tools._patch import apply_patch, looks_like_search_replace
-from evacore.agent.tools._paths import WorkspacePath, atomic_write, resolve
+from evacore.agent.tools._paths import WorkspacePath, atomic_write, os_error, resolve, shown_path
 from evacore.errors import ToolError
 
 _SNIFF_BYTES = 8192
@@ -85,16 +88,19 @@ def _list(ctx: ToolContext, path: str) -> str:
     with os.scandir(wp.real) as it:
         entries = sorted(it, key=lambda e: (e.name.lower(), e.name))
     cap = ctx.settings.list_max_entries
-    lines = [_describe(entry) for entry in entries[:cap]]
+    lines = [_describe(entry, ctx.workspace) for entry in entries[:cap]]
     if len(entries) > cap:
         lines.append(f"[… {len(entries) - cap} more entries not shown]")
     return "\n".join(lines)
 
 
-def _describe(entry: os.DirEntry[str]) -> str:
+def _describe(entry: os.DirEntry[str], workspace: Path) -> str:
     try:
         if entry.is_symlink():
-            return f"{entry.name} -> {os.readlink(entry.path)}  (symlink)"
+            target = os.readlink(entry.path)
+            if os.path.isabs(target):
+                target = shown_path(workspace, target)
+            return f"{entry.name} -> {target}  (symlink)"
         if entry.is_dir(follow_symlinks=False):
             return f"{entry.name}/"
         if entry.is_file(follow_symlinks=False):
@@ -145,20 +151,30 @@ def _diff(ctx: ToolContext, path: str, diff: str) -> str:
     return "\n".join([summary, *result.notes])
 
 
+def _guarded(op: Callable[..., str], ctx: ToolContext, *args: Any) -> str:
+    """Run a file operation; a failure of the machine (permissions, a name too long, a
+    symlink loop, a full disk) becomes a ToolError naming paths relative to the workspace."""
+    try:
+        return op(ctx, *args)
+    except OSError as exc:
+        raise os_error(exc, ctx.workspace) from None
+
+
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
-    return await asyncio.to_thread(_read, ctx, args["path"], args.get("offset", 1), args.get("limit"))
+    return await asyncio.to_thread(_guarded, _read, ctx, args["path"], args.get("offset", 1),
+                                   args.get("limit"))
 
 
 async def list_dir(args: dict[str, Any], ctx: ToolContext) -> str:
-    return await asyncio.to_thread(_list, ctx, args.get("path", "."))
+    return await asyncio.to_thread(_guarded, _list, ctx, args.get("path", "."))
 
 
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> str:
-    return await asyncio.to_thread(_write, ctx, args["path"], args["content"])
+    return await asyncio.to_thread(_guarded, _write, ctx, args["path"], args["content"])
 
 
 async def write_diff(args: dict[str, Any], ctx: ToolContext) -> str:
-    return await asyncio.to_thread(_diff, ctx, args["path"], args["diff"])
+    return await asyncio.to_thread(_guarded, _diff, ctx, args["path"], args["diff"])
 
 
 _PATH = {"type": "string", "description": "A path relative to the workspace folder."}

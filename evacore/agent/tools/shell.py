@@ -1,8 +1,16 @@
 """The `shell` tool: one `/bin/sh -c` command in the workspace, with a timeout and an output cap (R5.2).
 
-Must not: give the command a terminal or stdin, keep more than the output cap in memory,
-leave the command's process group running after a timeout, an abort or a cancellation,
-or pass the core's own `EVACORE_*` settings (tokens, keys) to the command.
+The command is spawned by the standard library (`subprocess.Popen`, which closes every
+descriptor but the command's own three in the child), not by the event loop: uvloop's
+spawn (libuv) lets the child inherit the loop's descriptors, among them copies of the
+output pipe, so a background job that redirected its output would still hold the pipe
+and be stopped as if it had not. The output is read through the loop; the exit is seen
+through a pidfd (or a waiting thread where there is none).
+
+Must not: give the command a terminal, stdin or any descriptor of the core's, keep more
+than the output cap in memory, leave the command's process group running after a
+timeout, an abort or a cancellation, or pass the core's own `EVACORE_*` settings
+(tokens, keys) to the command.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import signal
 import subprocess
 from typing import Any
 
-from evacore.agent.registry import Tool, ToolContext
+from evacore.agent.registry import Tool, ToolContext, workspace_relative
 from evacore.errors import ToolError
 
 DRAIN_AFTER_EXIT = 0.5
@@ -55,7 +63,7 @@ class _Capture:
                 + tail[skip:].decode("utf-8", errors="replace"))
 
 
-class _ShellProtocol(asyncio.SubprocessProtocol):
+class _ShellProtocol(asyncio.Protocol):
     """Feeds the command's output into the capture; tells when the shell exited and when the
     output closed (with background children these are different moments)."""
 
@@ -64,14 +72,84 @@ class _ShellProtocol(asyncio.SubprocessProtocol):
         self.exited = asyncio.Event()
         self.output_closed = asyncio.Event()
 
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        self.capture.feed(data.encode() if isinstance(data, str) else data)
+    def data_received(self, data: bytes) -> None:
+        self.capture.feed(data)
 
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
         self.output_closed.set()
 
-    def process_exited(self) -> None:
-        self.exited.set()
+
+class _Shell:
+    """One running `/bin/sh -c`: the process, its output transport and its exit watch."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], proto: _ShellProtocol,
+                 output: asyncio.ReadTransport) -> None:
+        self.proc = proc
+        self.proto = proto
+        self.output = output
+        self._pidfd: int | None = None
+        self._waiter: asyncio.Future[Any] | None = None
+        loop = asyncio.get_running_loop()
+        try:
+            self._pidfd = os.pidfd_open(proc.pid)
+            loop.add_reader(self._pidfd, self._reap)
+        except (AttributeError, OSError):  # no pidfd here: a thread waits instead
+            self._waiter = asyncio.ensure_future(asyncio.to_thread(proc.wait))
+            self._waiter.add_done_callback(lambda _: proto.exited.set())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def _reap(self) -> None:
+        self.proc.poll()
+        if self.proc.returncode is not None:
+            self._stop_watch()
+            self.proto.exited.set()
+
+    def _stop_watch(self) -> None:
+        if self._pidfd is not None:
+            asyncio.get_running_loop().remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def close(self) -> None:
+        self._stop_watch()
+        self.output.close()
+
+
+async def _spawn(command: str, ctx: ToolContext, env: dict[str, str],
+                 capture: _Capture) -> _Shell:
+    """Start the command in its own session, its output (stdout and stderr) on a fresh pipe,
+    every other descriptor closed in the child."""
+    read_end, write_end = os.pipe()  # both close-on-exec; Popen dups the write end to 1 and 2
+    try:
+        proc = subprocess.Popen(  # noqa: ASYNC220 - a vfork+exec, as asyncio spawns on the loop too
+            ["/bin/sh", "-c", command], cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,
+            stdout=write_end, stderr=subprocess.STDOUT, close_fds=True, start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(read_end)
+        raise ToolError("could not start /bin/sh: "
+                        + workspace_relative(str(exc), ctx.workspace)) from None
+    finally:
+        os.close(write_end)
+    proto = _ShellProtocol(capture)
+    try:
+        output, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: proto, os.fdopen(read_end, "rb", buffering=0))
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        await asyncio.to_thread(proc.wait)
+        raise
+    return _Shell(proc, proto, output)
 
 
 async def _within(event: asyncio.Event, seconds: float | None) -> bool:
@@ -82,10 +160,10 @@ async def _within(event: asyncio.Event, seconds: float | None) -> bool:
     return True
 
 
-async def _kill_group(transport: asyncio.SubprocessTransport, proto: _ShellProtocol,
-                      grace: float) -> None:
+async def _kill_group(sh: _Shell, grace: float) -> None:
     """SIGTERM the whole process group, give it `grace` seconds, then SIGKILL what is left."""
-    pgid = transport.get_pid()  # start_new_session: the shell leads its own group
+    proto = sh.proto
+    pgid = sh.pid  # start_new_session: the shell leads its own group
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
@@ -108,37 +186,38 @@ async def shell(args: dict[str, Any], ctx: ToolContext) -> str:
     if timeout > settings.shell_max_timeout:
         timeout = settings.shell_max_timeout
         notes.append(f"[timeout lowered to the maximum, {timeout:g}s]")
-    await asyncio.to_thread(os.makedirs, ctx.workspace, exist_ok=True)
+    try:
+        await asyncio.to_thread(os.makedirs, ctx.workspace, exist_ok=True)
+    except OSError as exc:
+        raise ToolError("the workspace folder cannot be created: "
+                        + (exc.strerror or type(exc).__name__)) from None
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVACORE_")}
     capture = _Capture(settings.shell_output_cap)
-    transport, proto = await asyncio.get_running_loop().subprocess_exec(
-        lambda: _ShellProtocol(capture), "/bin/sh", "-c", command, cwd=ctx.workspace, env=env,
-        start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    sh = await _spawn(command, ctx, env, capture)
+    proto = sh.proto
     exited = asyncio.ensure_future(proto.exited.wait())
     aborted = asyncio.ensure_future(ctx.abort.wait())
     try:
         done, _ = await asyncio.wait({exited, aborted}, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         if exited not in done:
-            await _kill_group(transport, proto, settings.shell_kill_grace)
+            await _kill_group(sh, settings.shell_kill_grace)
             reason = "aborted" if aborted in done else f"timed out after {timeout:g}s"
             so_far = capture.text()
             raise ToolError(f"{reason}; the command and its child processes were killed"
                             + (f". Output so far:\n{so_far}" if so_far else ""))
         if not await _within(proto.output_closed, DRAIN_AFTER_EXIT):
-            await _kill_group(transport, proto, settings.shell_kill_grace)
+            await _kill_group(sh, settings.shell_kill_grace)
             notes.append("[background processes that kept the output open were stopped; "
                          "redirect their output to keep them running]")
     finally:
         aborted.cancel()
         exited.cancel()
-        if transport.get_returncode() is None or not proto.output_closed.is_set():
-            await _kill_group(transport, proto, settings.shell_kill_grace)
-        transport.close()
+        if sh.returncode is None or not proto.output_closed.is_set():
+            await _kill_group(sh, settings.shell_kill_grace)
+        sh.close()
     output = capture.text()
-    code = transport.get_returncode()
+    code = sh.returncode
     if code:
         notes.insert(0, f"[exit {code}]" if code > 0 else f"[killed by signal {-code}]")
     if notes:
