@@ -1,5 +1,6 @@
 """Apply Alembic migrations (upgrade/downgrade) on an async engine, under a database-wide lock
-so that any number of instances may start at once on one database.
+so that any number of instances may start at once on one database; tell autogenerate which
+hand-made objects to leave alone.
 
 Must not: create tables any other way (no `metadata.create_all`); every schema change is a migration.
 """
@@ -12,6 +13,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -19,6 +21,26 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+FULL_TEXT_TABLE_PREFIX = "retrieval_fts"
+"""SQLite: the FTS5 table `retrieval_fts`, its shadow tables and its vocabulary table."""
+FULL_TEXT_COLUMNS = frozenset({("retrieval_chunks", "tsv")})
+"""PostgreSQL: the generated tsvector column."""
+FULL_TEXT_INDEXES = frozenset({"ix_retrieval_chunks_tsv"})
+"""PostgreSQL: the GIN index on it."""
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
+                   compare_to: Any) -> bool:
+    """Autogenerate's filter: the full-text structures migration 0002 makes by hand, per
+    database, are not in the metadata and must not be dropped (or even compared)."""
+    if type_ == "table":
+        return not (name or "").startswith(FULL_TEXT_TABLE_PREFIX)
+    if type_ == "column":
+        return (getattr(obj.table, "name", None), name) not in FULL_TEXT_COLUMNS
+    if type_ == "index":
+        return name not in FULL_TEXT_INDEXES
+    return True
 
 
 def alembic_config() -> Config:

@@ -12,12 +12,14 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Boolean,
+    Column,
     DateTime,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -339,3 +341,47 @@ class ClientOpAnswer(Base):
     content: Mapped[str] = mapped_column(Text, default="")
     is_error: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = _created()
+
+
+# The retrieval index (migration 0002) as Core tables: the memory package queries them
+# through SQLAlchemy Core. Its full-text structures are made by hand in the migration, per
+# database, outside this metadata (see `store.migrate.include_object`).
+retrieval_documents = Table(
+    "retrieval_documents", Base.metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", String(300), nullable=False),
+    Column("scope_kind", String(16), nullable=False),
+    Column("scope_id", String(32), nullable=False),
+    Column("chat_id", String(32), ForeignKey("chats.id", ondelete="CASCADE"), nullable=True),
+    Column("media_type", String(100), nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("chunks", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_retrieval_documents_scope", "scope_kind", "scope_id"),
+)
+
+retrieval_chunks = Table(
+    "retrieval_chunks", Base.metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("source_kind", String(16), nullable=False),
+    Column("scope_key", String(40), nullable=False),
+    Column("chat_id", String(32), ForeignKey("chats.id", ondelete="CASCADE"), nullable=True),
+    Column("message_id", String(32), ForeignKey("messages.id", ondelete="CASCADE"),
+           nullable=True),
+    Column("document_id", String(32), ForeignKey("retrieval_documents.id", ondelete="CASCADE"),
+           nullable=True),
+    Column("position", Integer, nullable=False),
+    Column("part", Integer, nullable=False),
+    Column("label", String(300), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("text_hash", String(32), nullable=False),
+    Column("n_terms", Integer, nullable=False),
+    Column("embedding", LargeBinary, nullable=True),
+    Column("embedding_model", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_retrieval_chunks_scope", "scope_key", "position"),
+    Index("ix_retrieval_chunks_message", "message_id"),
+    Index("ix_retrieval_chunks_document", "document_id"),
+    Index("ix_retrieval_chunks_chat", "chat_id"),
+)
