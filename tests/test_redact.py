@@ -78,3 +78,14 @@ def test_log_events_are_redacted_and_meta_kept() -> None:
     assert out == {"event": "provider.failed ***", "n": 3,
                    "fields": {"url": "http://h/?token=***"}, "obj": "ValueError('***')",
                    "exc_info": exc_info}
+
+
+def test_json_documents_are_redacted_in_one_pass() -> None:
+    r.remember(['quote"and\\slash-secret'])
+    doc = {"url": "http://h/v1?key=abc123", "n": 5, "said": 'he typed quote"and\\slash-secret',
+           "nested": [{"Authorization": "Bearer abcdef123456"}]}
+    assert r.redact_json(doc) == {"url": "http://h/v1?key=***", "n": 5, "said": "he typed ***",
+                                  "nested": [{"Authorization": "Bearer ***"}]}
+    clean = {"a": ["nothing", "secret", 1.5]}
+    assert r.redact_json(clean) is clean  # nothing to hide: the same value back
+    assert r.redact_json({1: "sk-abcdefgh1"}) == {1: "sk-***"}  # not JSON: the slow road

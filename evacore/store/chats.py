@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id, utcnow
 from evacore.errors import NotFound
-from evacore.redact import redact_value
+from evacore.redact import redact_json
 from evacore.store.tables import Character, Chat, Connection, Message, Persona, Variant
 
 
@@ -107,7 +107,7 @@ async def add_variant(
     **fields: Any
 ) -> Variant:
     if fields.get("meta"):
-        fields["meta"] = redact_value(fields["meta"])  # it holds the tour's diagnostics
+        fields["meta"] = redact_json(fields["meta"])  # it holds the tour's diagnostics
     variant = Variant(id=new_id(), message_id=message.id, **fields)
     session.add(variant)
     if activate:

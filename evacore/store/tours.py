@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
 from evacore.errors import Conflict, NotFound
-from evacore.redact import redact_value
+from evacore.redact import redact_json
 from evacore.store.tables import ClientOpAnswer
 from evacore.store.tables import Tour as TourRow
 
@@ -45,8 +45,8 @@ async def finish_tour(
         .where(TourRow.id == tour_id)
         .values(
             status=status,
-            diagnostics=redact_value(diagnostics),
-            error=redact_value(error),
+            diagnostics=redact_json(diagnostics),
+            error=redact_json(error),
             message_id=message_id,
             variant_id=variant_id,
             finished_at=utcnow(),
@@ -119,8 +119,8 @@ def tour_json(row: TourRow) -> dict[str, Any]:
         "env": row.env or {},
         "message_id": row.message_id,
         "variant_id": row.variant_id,
-        "error": redact_value(row.error),
-        "diagnostics": redact_value(row.diagnostics or {}),
+        "error": redact_json(row.error),
+        "diagnostics": redact_json(row.diagnostics or {}),
         "created_at": row.created_at.isoformat() if row.created_at else None,
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
     }
