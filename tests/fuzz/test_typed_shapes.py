@@ -28,9 +28,9 @@ from evacore.domain.roles import EnvOverrides
 from tests.fuzz import strategies as fz
 
 EXAMPLES = int(os.environ.get("EVACORE_PROPERTY_EXAMPLES", "100"))
-THOROUGH = 5000
+THOROUGH = 2000
 RUNS = [pytest.param(EXAMPLES, id="quick"),
-        pytest.param(THOROUGH, id="thorough", marks=pytest.mark.slow)]
+        pytest.param(THOROUGH, id="thorough", marks=[pytest.mark.slow, pytest.mark.timeout(900)])]
 
 
 def _accepts(check: Any, value: Any) -> bool:
