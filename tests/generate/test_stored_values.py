@@ -118,3 +118,15 @@ async def test_r8_3_stored_malformed_images_do_not_brick_the_chat(
         {"type": "text", "text": "look"},
         {"type": "image_url", "image_url": {"url": "https://example.org/kept.png"}},
     ]
+
+
+async def test_r2_9_a_stored_instruct_name_that_is_not_a_string_is_ignored(
+    client: httpx.AsyncClient, core: Core, openai_text_fake: FakeUpstream
+) -> None:
+    conn = await fake_connection(client, openai_text_fake, params={"retries": 0})
+    chat = await new_chat(client, conn)
+    await _write(core, Connection, conn, instruct={"preset": 5, "context": ["x"]})
+    openai_text_fake.script.reply("Fine.")
+    tour = await _answer(client, chat)
+    assert tour["status"] == "completed"
+    assert "<|im_start|>" in openai_text_fake.last_body["prompt"]  # the model's guess: ChatML

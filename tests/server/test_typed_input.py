@@ -266,3 +266,20 @@ async def test_r9_2_client_op_schemas_hold_json_values(client: httpx.AsyncClient
     r = await client.post(f"/v1/chats/{chat}/generate",
                           json={"message": {"content": "hi"}, "client_ops": [op]})
     _error(r, "parameters")
+
+
+async def test_r12_2_a_connections_instruct_must_name_or_be_a_template(
+    client: httpx.AsyncClient
+) -> None:
+    for instruct, where in (({"preset": 5}, "instruct.preset"),
+                            ({"preset": "ChatML", "context": ["x"]}, "instruct.context"),
+                            ({"input_sequence": 5}, "input_sequence"),
+                            ({"preset": "ChatML", "n": BIG}, "n")):
+        r = await _connection(client, kind="openai-text", base_url="http://127.0.0.1:9",
+                              instruct=instruct)
+        assert r.status_code == 422 and where in r.json()["error"]["message"], r.text
+    r = await _connection(client, kind="openai-text", base_url="http://127.0.0.1:9",
+                          instruct={"preset": "ChatML", "context": "Default"})
+    assert r.status_code == 201, r.text
+    r = await client.patch(f"/v1/connections/{r.json()['id']}", json={"instruct": {"preset": 5}})
+    assert r.status_code == 422, r.text

@@ -13,8 +13,10 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evacore.domain.connection_params import ConnectionParamsField
+from evacore.domain.json_values import JsonObject
 from evacore.errors import InvalidInput
 from evacore.providers.mock import parse_script
+from evacore.render import InstructTemplate
 from evacore.server.auth import AnyUser, Master
 from evacore.server.deps import SessionDep
 from evacore.store import connections as repo
@@ -41,7 +43,7 @@ class ConnectionIn(BaseModel):
     vision: bool = False
     prefill: str = Field(default="", max_length=100_000)
     postprocess: PostMode = "none"
-    instruct: dict[str, Any] | str | None = None
+    instruct: JsonObject | str | None = None
     params: ConnectionParamsField = Field(default_factory=dict)
 
     @field_validator("base_url")
@@ -65,7 +67,7 @@ class ConnectionPatch(BaseModel):
     vision: bool | None = None
     prefill: str | None = Field(default=None, max_length=100_000)
     postprocess: PostMode | None = None
-    instruct: dict[str, Any] | str | None = None
+    instruct: JsonObject | str | None = None
     params: ConnectionParamsField | None = None
     """Replaces the connection's params as a whole."""
 
@@ -83,9 +85,18 @@ def _check(kind: str, base_url: str | None, context_size: int, max_tokens: int,
 
 
 def _instruct(value: Any) -> dict[str, Any] | None:
+    """`instruct` as stored: `{"preset": name or id, "context": name or id}` or an inline
+    SillyTavern instruct template (it must read as one: 422 names the field otherwise)."""
     if value is None:
         return None
-    return {"preset": value} if isinstance(value, str) else value
+    if isinstance(value, str):
+        return {"preset": value}
+    if "input_sequence" in value:
+        InstructTemplate.from_st(value)
+    for key in ("preset", "context"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise InvalidInput(f"instruct.{key} must be the name or id of a preset")
+    return value
 
 
 @router.post("/connections", status_code=201)
