@@ -34,13 +34,13 @@ def message(err: Any) -> str:
     return _INSTANCE.sub("", text)
 
 
-def describe(exc: ValidationError, *, limit: int = 5) -> str:
-    """`key.sub: message; …` for the first errors of a validation."""
+def describe(exc: ValidationError, *, where: str = "", limit: int = 5) -> str:
+    """`where.key.sub: message; …` for the first errors of a validation."""
     parts = []
     for err in exc.errors()[:limit]:
-        loc = ".".join(str(x) for x in err.get("loc", ()))
+        loc = ".".join(str(x) for x in (where, *err.get("loc", ())) if x != "")
         parts.append(f"{loc}: {message(err)}" if loc else message(err))
-    return "; ".join(parts) or "invalid"
+    return "; ".join(parts) or f"{where or 'value'}: invalid"
 
 
 def check_object(model: type[BaseModel], value: Any) -> dict[str, Any]:
