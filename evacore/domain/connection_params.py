@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 from evacore.domain._typed import ABSENT, check_object, invalid, object_schema, read_object
 
@@ -32,7 +39,8 @@ Count = Annotated[int, Field(strict=True, ge=-1, le=2**63 - 1)]
 Seconds = Annotated[float, Field(strict=True, gt=0, le=86_400, allow_inf_nan=False)]
 Text = Annotated[str, Field(strict=True, max_length=1_000_000)]
 Short = Annotated[str, Field(strict=True, max_length=1000)]
-HeaderName = Annotated[str, StringConstraints(strict=True, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")]
+HeaderName = Annotated[str, StringConstraints(strict=True,
+                                              pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")]
 HeaderValue = Annotated[str, StringConstraints(strict=True, max_length=8000,
                                                pattern=r"^[\t\x20-\x7e]*$")]
 PromptKey = Literal[

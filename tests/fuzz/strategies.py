@@ -74,7 +74,8 @@ images = st.lists(st.one_of(
     st.just(IMAGE), st.just("https://example.org/cat.png"),
     st.fixed_dictionaries({"url": st.just(IMAGE)},
                           optional={"detail": st.sampled_from(["auto", "low", "high", "x"])}),
-    st.sampled_from(["data:text/plain;base64,aGk=", "cat.png", "http://", "data:image/png;base64,"]),
+    st.sampled_from(["data:text/plain;base64,aGk=", "cat.png", "http://",
+                     "data:image/png;base64,"]),
     json_values,
 ), max_size=3)
 env = st.dictionaries(st.sampled_from(list(ENV_FLAGS)) | st.text(max_size=6),

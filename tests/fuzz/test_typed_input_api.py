@@ -87,7 +87,8 @@ class Api:
     def still_answers(self, chat_id: str) -> None:
         r = self.generate(chat_id)
         if r.status_code != 200 and not self._provider_failure(r):
-            self.failures.append(f"chat {chat_id} stopped answering: {r.status_code} {r.text[:300]}")
+            self.failures.append(f"chat {chat_id} stopped answering: {r.status_code} "
+                                 f"{r.text[:300]}")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
                            "retries": 0}})
             api.ids["character"] = api.created("/v1/characters", CARD)
             api.ids["lorebook"] = api.created("/v1/lorebooks", BOOK)
-            api.ids["persona"] = api.created("/v1/personas", {"name": "Ann", "description": "A cook."})
+            api.ids["persona"] = api.created("/v1/personas",
+                                             {"name": "Ann", "description": "A cook."})
             yield api
         finally:
             api.http.close()

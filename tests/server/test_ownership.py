@@ -47,7 +47,8 @@ async def test_r8_user_b_cannot_attach_user_as_persona_to_bs_chat(
     r = await client.patch(f"/v1/chats/{chat}", headers=bob, json={"persona_id": hers})
     assert r.status_code == 404, r.text
     assert (await client.get(f"/v1/chats/{chat}", headers=bob)).json()["persona_id"] is None
-    jsonl = b'{"user_name": "U", "character_name": "C"}\n{"name": "U", "is_user": true, "mes": "hi"}\n'
+    jsonl = (b'{"user_name": "U", "character_name": "C"}\n'
+             b'{"name": "U", "is_user": true, "mes": "hi"}\n')
     r = await client.post("/v1/chats/import", headers=bob, files={"file": ("c.jsonl", jsonl)},
                           data={"persona_id": hers})
     assert r.status_code == 404, r.text
