@@ -90,7 +90,7 @@ class UserInput:
                     "id": chat.id, "title": chat.title, "settings": settings,
                     "variables": dict(chat.variables or {}), "state": dict(chat.state or {}),
                     "turn": chat.turn, "character_id": chat.character_id,
-                    "persona_id": chat.persona_id, "user_id": chat.user_id,
+                    "persona_id": persona.id if persona else None, "user_id": chat.user_id,
                 },
                 connection=connection_snapshot(connection, params),
                 character=dict(character.data) if character else dict(DEFAULT_CHARACTER),
