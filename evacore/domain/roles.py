@@ -5,11 +5,16 @@ Must not: decide roles from message text; roles come from the authenticated iden
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field, StrictBool
 
 Role = Literal["master", "trusted", "guest"]
 ROLES: tuple[str, ...] = ("master", "trusted", "guest")
-ENV_FLAGS: tuple[str, ...] = ("telegram", "client_ops", "master", "trusted", "picture")
+EnvFlag = Literal["telegram", "client_ops", "master", "trusted", "picture"]
+ENV_FLAGS: tuple[str, ...] = get_args(EnvFlag)
+EnvOverrides = Annotated[dict[EnvFlag, StrictBool], Field(max_length=len(ENV_FLAGS))]
+"""A request's `env` (§13): known flags only, each `true` or `false` (never "yes" or 1)."""
 
 
 def env_for_role(role: str) -> dict[str, bool]:

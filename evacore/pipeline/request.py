@@ -3,6 +3,8 @@
 Every channel (HTTP generate, the OpenAI facade, Telegram, the page, the terminal) builds a
 `TourRequest` and hands it to `TourManager.start`; the request is checked here, without
 touching the database (stage 1 reads the chat and refuses a chat that is not the caller's).
+Images, env flags and params must have the typed shapes of domain/ (images.py,
+connection_params.py), whichever channel sent them.
 
 Must not: speak any channel's protocol, read the database, or run stages.
 """
@@ -13,7 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import StrictBool, TypeAdapter, ValidationError
+
 from evacore.agent.tools.client_ops import make_client_op_tools
+from evacore.domain._typed import describe
+from evacore.domain.connection_params import check_request_params
+from evacore.domain.images import Images
 from evacore.domain.roles import ENV_FLAGS, env_for_role
 from evacore.errors import InvalidInput
 from evacore.pipeline.tour import MODES, Tour
@@ -51,10 +58,31 @@ def step_limit(asked: Any, limit: int) -> int:
     return min(asked, limit)
 
 
+_IMAGES = TypeAdapter(Images)
+_ENV = TypeAdapter(dict[str, StrictBool])  # which flags exist is checked below
+
+
+def _check_typed(request: TourRequest) -> None:
+    """Images, env flags and params in their typed shapes (domain/), whichever channel sent
+    them; the HTTP body models check the same shapes before a request gets here."""
+    for where, check in (("message.images", lambda: _IMAGES.validate_python(request.images)),
+                         ("env", lambda: _ENV.validate_python(dict(request.env or {}))),
+                         ("channel_env", lambda: _ENV.validate_python(
+                             dict(request.channel_env or {}))),
+                         ("params", lambda: check_request_params(request.params))):
+        try:
+            check()
+        except ValidationError as exc:
+            raise InvalidInput(describe(exc, where=where)) from None
+        except ValueError as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
+
+
 def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
     """The tour a request asks for; invalid requests raise `InvalidInput` (a 422)."""
     if request.mode not in MODES:
         raise InvalidInput(f"unknown mode {request.mode!r}; known: {', '.join(MODES)}")
+    _check_typed(request)
     images = list(request.images)
     env = env_for_role(request.role)
     env["client_ops"] = bool(request.client_ops)

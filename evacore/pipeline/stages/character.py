@@ -11,6 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from evacore.domain.images import image_part
 from evacore.prompt.elements import Element
 from evacore.render.tool_results import DEFAULT_MAX_CHARS, prompt_result
 from evacore.store import chats as chat_store
@@ -178,12 +179,10 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
     group = f"msg:{m.id}"
     if m.role != "assistant":
         content: Any = m.content
-        if m.images:
-            content = [{"type": "text", "text": m.content}] + [
-                {"type": "image_url", "image_url": {"url": img if isinstance(img, str)
-                                                     else img.get("url", "")}}
-                for img in m.images
-            ]
+        # a stored entry of another shape than domain/images.py accepts is skipped
+        parts = [p for p in (image_part(img) for img in m.images or ()) if p is not None]
+        if parts:
+            content = [{"type": "text", "text": m.content}, *parts]
         role = "user" if m.role == "user" else "system"
         return [Element(id=f"history:{m.id}", role=role, content=content,
                         source=f"history:{m.id}", kind="history", group=group,

@@ -62,6 +62,9 @@ async def resolve_templates(core: Core, conn: dict[str, Any]) -> tuple[InstructT
     spec = conn.get("instruct") or {}
     instruct_spec = spec.get("preset") if isinstance(spec, dict) else spec
     context_spec = spec.get("context") if isinstance(spec, dict) else None
+    # a name that is not a string (stored before the API checked it) names nothing
+    instruct_spec = instruct_spec if isinstance(instruct_spec, str) else None
+    context_spec = context_spec if isinstance(context_spec, str) else None
     if isinstance(spec, dict) and "input_sequence" in spec:
         instruct = InstructTemplate.from_st(spec)
     else:

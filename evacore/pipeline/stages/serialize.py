@@ -2,12 +2,15 @@
 
 Must not: speak HTTP or know wire formats (the adapter builds its body from this request).
 Chat connections take the structured array; text connections take the rendered string.
+A non-master's `max_tokens` never exceeds the connection's: a larger one is lowered to it
+(and recorded in diagnostics) rather than refused, as `max_steps` is.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from evacore.domain.connection_params import bounded_max_tokens
 from evacore.providers.base import ProviderRequest
 from evacore.render.postprocess import postprocess_prompt
 
@@ -27,6 +30,19 @@ def request_params(tour: Tour) -> dict[str, Any]:
     return {k: v for k, v in tour.params.items() if k in REQUEST_PARAMS and k != "max_tokens"}
 
 
+def _max_tokens(tour: Tour, connection_max: int) -> int:
+    """The request's `max_tokens`, bounded by the connection's for a non-master; a lowered
+    request is recorded in diagnostics once."""
+    asked = tour.params.get("max_tokens")
+    sent = bounded_max_tokens(asked, connection_max, master=tour.role == "master")
+    if asked is not None and sent != asked:
+        tour.diagnostics["max_tokens"] = {
+            "asked": asked, "sent": sent,
+            "reason": f"a {tour.role} cannot ask for more than the connection's max_tokens",
+        }
+    return sent
+
+
 class Serialize:
     number = 10
     name = "serialize"
@@ -39,7 +55,7 @@ class Serialize:
         request = ProviderRequest(
             tools=tour.data.get("tool_schemas") or [],
             params=request_params(tour),
-            max_tokens=tour.params.get("max_tokens") or conn["max_tokens"],
+            max_tokens=_max_tokens(tour, conn["max_tokens"]),
             stop=list(tour.data.get("stop") or []),
             prefill=step_prefill,
             model=conn.get("model") or "",

@@ -2,20 +2,30 @@
 
 Must not: build any prompt text. The user's message is committed here, in its own
 transaction, before anything later can fail (R2.1 stage 1): it is never lost.
+Stored values are read through their typed shapes (domain/chat_settings.py,
+domain/connection_params.py): a key written before those checks existed that does not fit
+is left out (its default applies) and named in the tour's diagnostics (`ignored`), so old
+bad data never fails a tour; the same holds for a persona that is not the chat owner's.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from evacore.domain.chat_settings import read_chat_settings
+from evacore.domain.connection_params import read_connection_params
 from evacore.errors import InvalidInput, NotFound
+from evacore.logs import get_logger
 from evacore.pipeline.tour import MODES
 from evacore.store import chats as chat_store
 from evacore.store import tours as tour_store
+from evacore.store.tables import User
 
 if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.pipeline.tour import Tour
+
+log = get_logger(__name__)
 
 DEFAULT_CHARACTER: dict[str, Any] = {
     "name": "Assistant",
@@ -47,6 +57,12 @@ class UserInput:
                 raise InvalidInput("the chat has no connection; set connection_id first")
             if connection is None:
                 raise NotFound(f"connection {chat.connection_id} not found")
+            settings, ignored = read_chat_settings(chat.settings)
+            params, bad_params = read_connection_params(connection.params)
+            ignored += bad_params
+            if persona is not None and not await _persona_allowed(s, persona, chat):
+                ignored.append(f"persona {persona.id} is not one of the chat owner's; ignored")
+                persona = None
             if tour.input_images and "picture" not in (tour.env_overrides or {}):
                 tour.env["picture"] = bool(connection.vision)
             # A normal turn with input needs nothing from the last message.
@@ -66,14 +82,17 @@ class UserInput:
                 s, id=tour.id, chat_id=chat.id, user_id=tour.user_id, mode=tour.mode,
                 env=tour.env, instance_id=core.instance_id,
             )
+            if ignored:
+                tour.diagnostics["ignored"] = ignored
+                log.warning("tour.stored_values_ignored", chat_id=chat.id, problems=ignored)
             tour.data.update(
                 chat={
-                    "id": chat.id, "title": chat.title, "settings": dict(chat.settings or {}),
+                    "id": chat.id, "title": chat.title, "settings": settings,
                     "variables": dict(chat.variables or {}), "state": dict(chat.state or {}),
                     "turn": chat.turn, "character_id": chat.character_id,
-                    "persona_id": chat.persona_id, "user_id": chat.user_id,
+                    "persona_id": persona.id if persona else None, "user_id": chat.user_id,
                 },
-                connection=connection_snapshot(connection),
+                connection=connection_snapshot(connection, params),
                 character=dict(character.data) if character else dict(DEFAULT_CHARACTER),
                 character_id=character.id if character else None,
                 persona={
@@ -98,12 +117,23 @@ class UserInput:
         return None
 
 
-def connection_snapshot(c: Any) -> dict[str, Any]:
-    """The connection record as plain data; the API key stays inside this tour only."""
+def connection_snapshot(c: Any, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The connection record as plain data; the API key stays inside this tour only.
+    `params`: the record's params as read (bad keys left out), else the stored ones."""
     return {
         "id": c.id, "name": c.name, "kind": c.kind, "base_url": c.base_url,
         "api_key": c.api_key, "model": c.model, "context_size": c.context_size,
         "max_tokens": c.max_tokens, "tokenizer": c.tokenizer, "vision": c.vision,
         "prefill": c.prefill, "postprocess": c.postprocess, "instruct": c.instruct,
-        "params": dict(c.params or {}),
+        "params": dict(c.params or {}) if params is None else params,
     }
+
+
+async def _persona_allowed(s: Any, persona: Any, chat: Any) -> bool:
+    """A chat uses one of its owner's personas; a master's chats may use any (the API
+    refuses other pairs, routes/_refs.py; this keeps rows written before from leaking one
+    user's persona into another's prompt)."""
+    if persona.user_id == chat.user_id:
+        return True
+    owner = await s.get(User, chat.user_id) if chat.user_id else None
+    return owner is not None and owner.role == "master"

@@ -2,8 +2,9 @@
 and out; a re-import of an export gives an equal chat.
 
 Must not: parse JSONL (formats/st_chat.py) or map it to rows (importing/chats.py).
-Importing needs a trusted user or the master; the chat belongs to the importer. Export
-follows chat ownership (the owner or the master).
+Importing needs a trusted user or the master; the chat belongs to the importer, and the
+ids it names are checked as for a new chat (routes/_refs.py). Export follows chat ownership
+(the owner or the master).
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
-from evacore.errors import InvalidInput
 from evacore.formats.st_chat import read_st_chat, write_st_chat
 from evacore.importing.chats import chat_to_st, store_st_chat
 from evacore.importing.upload import download_headers, import_limits, read_upload, upload_body
 from evacore.server.auth import AnyUser, Trusted
 from evacore.server.deps import CoreDep, SessionDep
+from evacore.server.routes._refs import check_chat_refs
 from evacore.server.routes.chats import chat_json, owned_chat
 from evacore.store.connections import default_connection
-from evacore.store.tables import Character, Connection, Persona
 
 router = APIRouter(tags=["chats"])
 
@@ -33,12 +33,6 @@ _FIELDS = {
 }
 
 
-async def _check(session: Any, model: type, value: str | None, label: str) -> str | None:
-    if value is not None and await session.get(model, value) is None:
-        raise InvalidInput(f"{label} {value} does not exist")
-    return value
-
-
 @router.post("/chats/import", status_code=201, openapi_extra=upload_body(fields=_FIELDS))
 async def import_chat(request: Request, who: Trusted, core: CoreDep) -> dict[str, Any]:
     """Import a SillyTavern chat JSONL (`file`): swipes become variants, hidden messages stay
@@ -48,11 +42,11 @@ async def import_chat(request: Request, who: Trusted, core: CoreDep) -> dict[str
     st = await asyncio.to_thread(read_st_chat, upload.content, limits)
     fields = upload.fields
     async with core.session() as s:
-        character_id = await _check(s, Character, fields.get("character_id") or None,
-                                    "character")
-        persona_id = await _check(s, Persona, fields.get("persona_id") or None, "persona")
-        connection_id = await _check(s, Connection, fields.get("connection_id") or None,
-                                     "connection")
+        character_id = fields.get("character_id") or None
+        persona_id = fields.get("persona_id") or None
+        connection_id = fields.get("connection_id") or None
+        await check_chat_refs(s, who, chat_owner=who.user_id, connection_id=connection_id,
+                              character_id=character_id, persona_id=persona_id)
         if connection_id is None:
             connection_id = (await default_connection(s)).id
         stored = await store_st_chat(

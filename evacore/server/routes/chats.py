@@ -1,6 +1,8 @@
 """`/v1/chats` and their messages (R12.3): create (greetings become variants), read, edit.
 
 Must not: generate (routes/generate.py does). A non-master sees only chats they own.
+`settings` are typed at the door (domain/chat_settings.py) and every id a chat names is
+checked against what the caller may use (routes/_refs.py).
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from evacore.domain.chat_settings import ChatSettingsField
 from evacore.errors import InvalidInput, NotFound
 from evacore.memory.forget import forget_scope
 from evacore.server.auth import AnyUser, Identity
 from evacore.server.deps import SessionDep
+from evacore.server.routes._refs import check_chat_refs
 from evacore.store import chats as repo
 from evacore.store.connections import default_connection
-from evacore.store.tables import Character, Chat, Connection, LorebookLink, Persona, Variant
+from evacore.store.tables import Character, Chat, LorebookLink, Persona, Variant
 
 router = APIRouter(tags=["chats"])
 
@@ -30,7 +34,7 @@ class ChatIn(BaseModel):
     persona_id: str | None = None
     lorebook_ids: list[str] = Field(default_factory=list)
     title: str | None = Field(default=None, max_length=300)
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: ChatSettingsField = Field(default_factory=dict)
 
 
 class ChatPatch(BaseModel):
@@ -40,7 +44,8 @@ class ChatPatch(BaseModel):
     persona_id: str | None = None
     lorebook_ids: list[str] | None = None
     title: str | None = Field(default=None, max_length=300)
-    settings: dict[str, Any] | None = None
+    settings: ChatSettingsField | None = None
+    """Replaces the chat's settings as a whole."""
 
 
 class MessageIn(BaseModel):
@@ -92,27 +97,26 @@ async def _chat_lorebooks(session: AsyncSession, chat_id: str) -> list[str]:
 
 
 def _check_settings(settings: dict[str, Any] | None) -> None:
-    """A chat's `world_info` override must validate like the global one (422 otherwise)."""
-    if settings and settings.get("world_info") is not None:
+    """The keys other packages own (typed in domain/chat_settings.py as objects): a chat's
+    `world_info` validates like the global one, `retrieval` like the instance's (422)."""
+    if not settings:
+        return
+    if settings.get("world_info") is not None:
         from evacore.services.lore import parse_world_info
 
         parse_world_info(settings["world_info"], strict=True)
+    if settings.get("retrieval") is not None:
+        from evacore.memory.options import merge
+
+        merge(settings["retrieval"])
 
 
-async def _check_refs(session: AsyncSession, body: ChatIn | ChatPatch) -> None:
+async def _check_refs(session: AsyncSession, body: ChatIn | ChatPatch, who: Identity,
+                      chat_owner: str | None) -> None:
     _check_settings(body.settings)
-    for model, value, label in (
-        (Connection, body.connection_id, "connection"),
-        (Character, body.character_id, "character"),
-        (Persona, body.persona_id, "persona"),
-    ):
-        if value is not None and await session.get(model, value) is None:
-            raise InvalidInput(f"{label} {value} does not exist")
-    from evacore.store.tables import Lorebook
-
-    for lb in body.lorebook_ids or []:
-        if await session.get(Lorebook, lb) is None:
-            raise InvalidInput(f"lorebook {lb} does not exist")
+    await check_chat_refs(session, who, chat_owner=chat_owner,
+                          connection_id=body.connection_id, character_id=body.character_id,
+                          persona_id=body.persona_id, lorebook_ids=body.lorebook_ids or ())
 
 
 async def _set_lorebooks(session: AsyncSession, chat_id: str, ids: list[str]) -> None:
@@ -154,7 +158,7 @@ async def add_greeting(session: AsyncSession, chat: Chat, character: Character |
 
 @router.post("/chats", status_code=201)
 async def create_chat(body: ChatIn, who: AnyUser, session: SessionDep) -> dict[str, Any]:
-    await _check_refs(session, body)
+    await _check_refs(session, body, who, who.user_id)
     connection_id = body.connection_id
     if connection_id is None:
         connection_id = (await default_connection(session)).id
@@ -195,7 +199,7 @@ async def get_chat(chat_id: str, who: AnyUser, session: SessionDep) -> dict[str,
 async def patch_chat(chat_id: str, body: ChatPatch, who: AnyUser,
                      session: SessionDep) -> dict[str, Any]:
     chat = await owned_chat(session, chat_id, who)
-    await _check_refs(session, body)
+    await _check_refs(session, body, who, chat.user_id)
     for key in ("connection_id", "character_id", "persona_id", "title", "settings"):
         value = getattr(body, key)
         if value is not None:

@@ -1,7 +1,9 @@
 """`/v1/connections` (R12.2): create, list, read, update, delete; API keys never returned.
 
 Must not: log or echo an API key or a secret header or query value; responses carry a
-masked form only (`store.connections.connection_json`).
+masked form only (`store.connections.connection_json`). `params` are typed at the door
+(domain/connection_params.py): known keys with the wrong type or range are a 422, other
+keys pass through to the provider.
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ from typing import Any, Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evacore.domain.connection_params import ConnectionParamsField
+from evacore.domain.json_values import JsonObject
 from evacore.errors import InvalidInput
+from evacore.providers.mock import parse_script
+from evacore.render import InstructTemplate
 from evacore.server.auth import AnyUser, Master
 from evacore.server.deps import SessionDep
 from evacore.store import connections as repo
@@ -38,8 +44,8 @@ class ConnectionIn(BaseModel):
     vision: bool = False
     prefill: str = Field(default="", max_length=100_000)
     postprocess: PostMode = "none"
-    instruct: dict[str, Any] | str | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    instruct: JsonObject | str | None = None
+    params: ConnectionParamsField = Field(default_factory=dict)
 
     @field_validator("base_url")
     @classmethod
@@ -62,28 +68,41 @@ class ConnectionPatch(BaseModel):
     vision: bool | None = None
     prefill: str | None = Field(default=None, max_length=100_000)
     postprocess: PostMode | None = None
-    instruct: dict[str, Any] | str | None = None
-    params: dict[str, Any] | None = None
+    instruct: JsonObject | str | None = None
+    params: ConnectionParamsField | None = None
+    """Replaces the connection's params as a whole."""
 
     _url = field_validator("base_url")(ConnectionIn._url.__func__)  # type: ignore[attr-defined]
 
 
-def _check(kind: str, base_url: str | None, context_size: int, max_tokens: int) -> None:
+def _check(kind: str, base_url: str | None, context_size: int, max_tokens: int,
+           params: dict[str, Any] | None) -> None:
     if kind != "mock" and not base_url:
         raise InvalidInput(f"a {kind} connection needs a base_url")
     if max_tokens >= context_size:
         raise InvalidInput("max_tokens must be smaller than context_size")
+    if params and "script" in params:
+        parse_script(params["script"])  # the mock provider's rules: 422 names the bad one
 
 
 def _instruct(value: Any) -> dict[str, Any] | None:
+    """`instruct` as stored: `{"preset": name or id, "context": name or id}` or an inline
+    SillyTavern instruct template (it must read as one: 422 names the field otherwise)."""
     if value is None:
         return None
-    return {"preset": value} if isinstance(value, str) else value
+    if isinstance(value, str):
+        return {"preset": value}
+    if "input_sequence" in value:
+        InstructTemplate.from_st(value)
+    for key in ("preset", "context"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise InvalidInput(f"instruct.{key} must be the name or id of a preset")
+    return value
 
 
 @router.post("/connections", status_code=201)
 async def create_connection(body: ConnectionIn, _: Master, session: SessionDep) -> dict[str, Any]:
-    _check(body.kind, body.base_url, body.context_size, body.max_tokens)
+    _check(body.kind, body.base_url, body.context_size, body.max_tokens, body.params)
     if body.tokenizer:
         from evacore.server.routes._checks import check_tokenizer
 
@@ -121,6 +140,7 @@ async def patch_connection(
         changes.get("base_url", row.base_url),
         changes.get("context_size") or row.context_size,
         changes.get("max_tokens") or row.max_tokens,
+        changes.get("params"),
     )
     for key, value in changes.items():
         if key in ("name", "kind", "context_size", "max_tokens", "vision", "prefill",

@@ -16,6 +16,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from evacore.domain.connection_params import RequestParamsField
+from evacore.domain.images import Images
+from evacore.domain.json_values import JsonObject
+from evacore.domain.roles import EnvOverrides
 from evacore.errors import EvacoreError, ProviderError
 from evacore.pipeline.manager import RunningTour
 from evacore.pipeline.request import TourRequest
@@ -31,14 +35,15 @@ router = APIRouter(tags=["generate"])
 class MessageBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: str = Field(default="", max_length=1_000_000)
-    images: list[Any] = Field(default_factory=list, max_length=16)
+    images: Images = Field(default_factory=list)
+    """Data URLs (`data:image/…;base64,…`), http(s) URLs or `{"url", "detail"}` objects."""
 
 
 class ClientOp(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,57}$")
     description: str = Field(default="", max_length=4000)
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: JsonObject = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
 class GenerateIn(BaseModel):
@@ -46,8 +51,9 @@ class GenerateIn(BaseModel):
     message: MessageBody | None = None
     mode: Literal["normal", "regenerate", "swipe", "continue", "impersonate", "quiet"] = "normal"
     stream: bool = True
-    env: dict[str, bool] | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    env: EnvOverrides | None = None
+    """Flags merged over the tour's own (booleans; honoured for the master only, §13)."""
+    params: RequestParamsField = Field(default_factory=dict)
     prefill: str | None = Field(default=None, max_length=100_000)
     client_ops: list[ClientOp] = Field(default_factory=list, max_length=64)
 
