@@ -1,0 +1,301 @@
+"""The page's chat in a real Chromium (R14.4, R10): sign-in, streaming with `Stop`, variants,
+`Continue`, the inspector, the hold indicator, edit/delete, images, keyboard, phone width.
+
+Must not: talk to anything but the loopback server and its fake upstream.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from playwright.sync_api import Page, expect
+
+from tests.fakes.script import Reply
+from tests.web.conftest import Evacore, Watch, new_chat, open_page, shot, sign_in
+
+WORDS = " ".join(f"word{i}" for i in range(40))
+TINY_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def assistant(page: Page):  # the last answer on the page
+    return page.locator('article[data-role="assistant"]').last
+
+
+def test_r14_4_wrong_token_shows_alert(page: Page, evacore: Evacore, watch: Watch) -> None:
+    watch.expected_statuses.add(401)
+    page.goto(evacore.url + "/")
+    page.get_by_role("textbox", name="Token").fill("evc_not_a_real_token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not valid")
+    assert page.evaluate("localStorage.getItem('evacore.token')") is None
+    expect(page.get_by_role("navigation")).to_have_count(0)
+    shot(page, evacore, "signin")
+
+
+def test_r14_4_send_streams_then_stop_hides(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    chat_id = new_chat(page, evacore)
+    evacore.fake.script.add(Reply(text=f"Streaming **bold** {WORDS}", token_delay=0.04))
+    box = page.get_by_role("textbox", name="Message")
+    box.click()
+    page.keyboard.type("first line")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("second line")
+    page.keyboard.press("Enter")  # Enter sends, Shift+Enter was a new line
+
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_visible()
+    expect(assistant(page)).to_contain_text("word3")
+    assert stop.is_visible(), "the answer finished before it could be seen streaming"
+    assert "word39" not in assistant(page).inner_text()
+    expect(stop).to_be_hidden(timeout=15_000)
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    expect(assistant(page).locator("strong")).to_have_text("bold")  # Markdown rendered
+    expect(assistant(page)).to_contain_text("word39")
+    expect(page.locator('article[data-role="user"]')).to_contain_text("second line")
+    shot(page, evacore, "chat")
+
+    stored = evacore.messages(chat_id)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[0]["content"] == "first line\nsecond line"
+    assert stored[1]["content"].startswith("Streaming **bold** word0")
+    sent = evacore.fake.last_body["messages"]
+    assert sent[-1] == {"role": "user", "content": "first line\nsecond line"}
+
+
+def test_r14_4_streaming_touches_only_the_new_answer(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    new_chat(page, evacore)
+    for i in range(3):
+        evacore.fake.script.reply(f"Answer {i} with `code` and a list:\n\n- one\n- two")
+        page.get_by_role("textbox", name="Message").fill(f"question {i}")
+        page.get_by_role("button", name="Send").click()
+        expect(page.get_by_role("button", name="Send")).to_be_visible()
+        expect(assistant(page)).to_contain_text(f"Answer {i}")
+    page.evaluate("""() => {
+      window.__mutations = 0;
+      const observer = new MutationObserver((list) => { window.__mutations += list.length; });
+      for (const a of document.querySelectorAll('article')) {
+        observer.observe(a, {subtree: true, childList: true, characterData: true, attributes: true});
+      }
+    }""")
+    evacore.fake.script.add(Reply(text=WORDS, token_delay=0.04))
+    page.get_by_role("textbox", name="Message").fill("one more")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("word2")
+    before = page.evaluate("window.__mutations")
+    expect(assistant(page)).to_contain_text("word25")
+    assert page.get_by_role("button", name="Stop").is_visible()
+    assert page.evaluate("window.__mutations") == before, "earlier messages re-rendered per token"
+    expect(page.get_by_role("button", name="Send")).to_be_visible(timeout=15_000)
+
+
+def test_r14_4_stop_closes_the_upstream_request(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    chat_id = new_chat(page, evacore)
+    evacore.fake.client_left.clear()
+    evacore.fake.script.add(Reply(text=WORDS, token_delay=0.25))
+    page.get_by_role("textbox", name="Message").fill("tell me a long story")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("word1")
+    page.get_by_role("button", name="Stop").click()
+    assert evacore.fake.wait_client_left(5), "the upstream request stayed open after Stop"
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    tours = evacore.api.get("/v1/stats").json()["tours"]
+    assert tours.get("aborted", 0) >= 1, tours
+    stored = evacore.messages(chat_id)
+    assert "word39" not in (stored[-1]["content"] if stored[-1]["role"] == "assistant" else "")
+
+
+def test_r14_4_regenerate_and_switch_variants(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    chat_id = new_chat(page, evacore)
+    evacore.fake.script.reply("The first answer.").reply("The second answer.")
+    page.get_by_role("textbox", name="Message").fill("hello")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("The first answer.")
+    page.get_by_role("button", name="Regenerate").click()
+    expect(assistant(page)).to_contain_text("The second answer.")
+    expect(assistant(page)).to_contain_text("2/2")
+    expect(page.locator('article[data-role="assistant"]')).to_have_count(1)
+
+    page.get_by_role("button", name="Previous variant").click()
+    expect(assistant(page)).to_contain_text("The first answer.")
+    expect(assistant(page)).to_contain_text("1/2")
+    stored = evacore.messages(chat_id)[-1]
+    assert stored["active_variant"] == stored["variants"][0]["id"]
+
+    page.get_by_role("button", name="Next variant").click()
+    expect(assistant(page)).to_contain_text("The second answer.")
+    expect(assistant(page)).to_contain_text("2/2")
+    stored = evacore.messages(chat_id)[-1]
+    assert stored["active_variant"] == stored["variants"][1]["id"]
+    assert len(evacore.fake.generation_requests) >= 2
+
+
+def test_r14_4_continue_extends_the_same_message(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    chat_id = new_chat(page, evacore)
+    evacore.fake.script.reply("The story begins.").reply(" And then it goes on.")
+    page.get_by_role("textbox", name="Message").fill("tell a story")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("The story begins.")
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    first_id = assistant(page).get_attribute("data-message-id")
+    page.get_by_role("button", name="Continue").click()
+    expect(assistant(page)).to_contain_text("The story begins. And then it goes on.")
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    expect(page.locator('article[data-role="assistant"]')).to_have_count(1)
+    assert assistant(page).get_attribute("data-message-id") == first_id
+    stored = evacore.messages(chat_id)
+    assert len(stored) == 2 and stored[-1]["id"] == first_id
+    assert stored[-1]["content"] == "The story begins. And then it goes on."
+
+
+def test_r14_4_inspect_shows_request_model_and_stages(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    new_chat(page, evacore)
+    evacore.fake.script.reply("Here is what you asked for.")
+    page.get_by_role("textbox", name="Message").fill("Show me the inspector, please")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("Here is what you asked for.")
+    page.get_by_role("button", name="Inspect").click()
+    inspector = page.get_by_role("complementary", name="Inspector")
+    expect(inspector).to_contain_text("Show me the inspector, please")  # the request sent
+    expect(inspector).to_contain_text("fake-model")
+    changes = inspector.locator(".stages")
+    for stage in ("user_input", "character", "context_shift", "interceptors", "save"):
+        expect(changes).to_contain_text(stage)
+    expect(inspector.get_by_role("img", name="stage timings")).to_be_visible()
+    expect(inspector).to_contain_text("Context shifting")
+    expect(inspector).to_contain_text("Stream rules")
+    shot(page, evacore, "inspector")
+    inspector.get_by_role("button", name="Close").click()
+    expect(inspector).to_have_count(0)
+
+
+def test_r14_4_hold_shows_checking_and_hides_the_discarded_answer(
+    page: Page, evacore: Evacore
+) -> None:
+    r = evacore.api.post("/v1/rules", json={
+        "name": "web_no_forbidden", "scope": "text", "condition": "FORBIDDEN",
+        "text": "Do not write that word.",
+    })
+    assert r.status_code == 201, r.text
+    try:
+        sign_in(page, evacore)
+        new_chat(page, evacore)
+        evacore.fake.script.add(Reply(text="FORBIDDEN " + WORDS[:60], token_delay=0.05))
+        evacore.fake.script.add(Reply(text="A clean answer.", token_delay=0.05))
+        page.evaluate("""() => {
+          window.__seen = false;
+          new MutationObserver(() => {
+            if (document.body.innerText.includes('FORBIDDEN')) window.__seen = true;
+          }).observe(document.body, {subtree: true, childList: true, characterData: true});
+        }""")
+        page.get_by_role("textbox", name="Message").fill("say something")
+        page.get_by_role("button", name="Send").click()
+        expect(page.get_by_text("checking…")).to_be_visible()
+        expect(assistant(page)).to_contain_text("A clean answer.", timeout=15_000)
+        expect(page.get_by_text("checking…")).to_have_count(0)
+        assert page.evaluate("window.__seen") is False, "the discarded answer was shown"
+    finally:
+        evacore.api.delete("/v1/rules/web_no_forbidden")
+
+
+def test_r14_4_edit_and_delete_a_message(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    chat_id = new_chat(page, evacore)
+    evacore.fake.script.reply("An answer to edit.")
+    page.get_by_role("textbox", name="Message").fill("a question")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("An answer to edit.")
+    answer = assistant(page)
+    answer.hover()
+    answer.get_by_role("button", name="Edit").click()
+    answer.get_by_role("textbox", name="Edited text").fill("An edited *answer*.")
+    answer.get_by_role("button", name="Save").click()
+    expect(answer.locator("em")).to_have_text("answer")
+    assert evacore.messages(chat_id)[-1]["content"] == "An edited *answer*."
+
+    user = page.locator('article[data-role="user"]').first
+    user.hover()
+    user.get_by_role("button", name="Delete").click()
+    user.get_by_role("button", name="Really delete?").click()
+    expect(page.locator('article[data-role="user"]')).to_have_count(0)
+    assert [m["role"] for m in evacore.messages(chat_id)] == ["assistant"]
+
+
+def test_r14_4_image_reaches_a_vision_connection(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    new_chat(page, evacore)
+    evacore.fake.script.reply("A single pixel.")
+    page.get_by_label("Attach image").set_input_files(
+        files=[{"name": "dot.png", "mimeType": "image/png", "buffer": TINY_PNG}])
+    expect(page.get_by_role("img", name="attachment 1")).to_be_visible()
+    page.get_by_role("textbox", name="Message").fill("What is in this picture?")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("A single pixel.")
+    expect(page.locator('article[data-role="user"] img')).to_have_count(1)
+    content = evacore.fake.last_body["messages"][-1]["content"]
+    assert isinstance(content, list), content
+    urls = [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
+    assert urls and urls[0].startswith("data:image/png;base64,")
+
+
+def test_r14_4_model_and_user_text_is_sanitized(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    new_chat(page, evacore)
+    hostile = ('<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+               '[link](javascript:window.__pwned=3) ![remote](http://example.com/x.png)')
+    evacore.fake.script.reply("Echo: " + hostile)
+    page.get_by_role("textbox", name="Message").fill(hostile)
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("Echo:")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("article script, article [onerror]").count() == 0
+    assert page.locator('article a[href^="javascript:"]').count() == 0
+    assert page.locator('article img[src^="http"]').count() == 0
+    expect(assistant(page)).to_contain_text("[image: remote]")
+
+
+def test_r14_4_phone_width_layout(browser, evacore: Evacore, watch: Watch) -> None:
+    page = open_page(browser, evacore, watch, width=390, height=844)
+    try:
+        sign_in(page, evacore)
+        page.get_by_role("button", name="All conversations").click()
+        page.get_by_label("Connection").select_option(evacore.fake_connection_id)
+        page.get_by_role("button", name="New chat").click()
+        evacore.fake.script.reply("Short answers fit a phone. " * 4)
+        page.get_by_role("textbox", name="Message").fill("Does this fit a phone?")
+        page.get_by_role("button", name="Send").click()
+        expect(assistant(page)).to_contain_text("fit a phone")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page scrolls sideways ({width}px)"
+        send = page.get_by_role("button", name="Send").bounding_box()
+        assert send and send["x"] + send["width"] <= 390 and send["y"] + send["height"] <= 844
+        for name in ("Chats", "Characters", "Lorebooks", "Rules", "Stats"):
+            box = page.get_by_role("navigation").get_by_role("link", name=name).bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, name
+        shot(page, evacore, "phone")
+        page.get_by_role("button", name="Inspect").click()
+        inspector = page.get_by_role("complementary", name="Inspector")
+        expect(inspector).to_contain_text("fake-model")
+        box = inspector.bounding_box()
+        assert box and box["width"] <= 390
+    finally:
+        page.context.close()
+    watch.check()
+
+
+def test_r14_4_token_is_kept_in_the_browser(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    page.reload()
+    expect(page.get_by_role("button", name="New chat")).to_be_visible()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("textbox", name="Token")).to_be_visible()
+    assert re.search("evacore", page.title())
