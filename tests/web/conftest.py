@@ -3,7 +3,7 @@
 driven by Playwright, one of each per module.
 
 Must not: let the browser reach anything but 127.0.0.1, or download a browser: without
-/usr/bin/chromium the tests skip, except under CI, where they fail.
+/usr/bin/chromium the browser tests skip, except under CI, where they fail.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -37,10 +37,8 @@ TOKEN = "evc_web_master_token_0123456789abcdef"
 SHOTS_ENV = "EVACORE_WEB_SCREENSHOTS"
 """A folder that also receives every screenshot (how docs/web/ is refreshed)."""
 
-if not CHROMIUM.exists() and not os.environ.get("CI"):
-    pytest.skip("chromium is not installed at /usr/bin/chromium", allow_module_level=True)
-
-from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 
 @dataclass
@@ -115,6 +113,11 @@ def evacore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evacore]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Debian's chromium; skipped where it is missing, except under CI, where it must run."""
+    if not CHROMIUM.exists() and not os.environ.get("CI"):
+        pytest.skip("chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:

@@ -12,6 +12,7 @@ import re
 from playwright.sync_api import Page, expect
 
 from tests.fakes.script import Reply
+from tests.helpers import FIXTURES
 from tests.web.conftest import Evacore, Watch, new_chat, open_page, shot, sign_in
 
 WORDS = " ".join(f"word{i}" for i in range(40))
@@ -167,7 +168,7 @@ def test_r14_4_inspect_shows_request_model_and_stages(page: Page, evacore: Evaco
     inspector = page.get_by_role("complementary", name="Inspector")
     expect(inspector).to_contain_text("Show me the inspector, please")  # the request sent
     expect(inspector).to_contain_text("fake-model")
-    changes = inspector.locator(".stages")
+    changes = inspector.get_by_role("region", name="Change log")
     for stage in ("user_input", "character", "context_shift", "interceptors", "save"):
         expect(changes).to_contain_text(stage)
     expect(inspector.get_by_role("img", name="stage timings")).to_be_visible()
@@ -203,6 +204,12 @@ def test_r14_4_hold_shows_checking_and_hides_the_discarded_answer(
         expect(assistant(page)).to_contain_text("A clean answer.", timeout=15_000)
         expect(page.get_by_text("checking…")).to_have_count(0)
         assert page.evaluate("window.__seen") is False, "the discarded answer was shown"
+        page.get_by_role("button", name="Inspect").click()
+        inspector = page.get_by_role("complementary", name="Inspector")
+        rules = inspector.get_by_role("region", name="Stream rules")
+        expect(rules).to_contain_text("web_no_forbidden")
+        expect(rules).to_contain_text("answer discarded, written again")
+        expect(rules).to_contain_text("Do not write that word.")  # the interrupt sent back
     finally:
         evacore.api.delete("/v1/rules/web_no_forbidden")
 
@@ -299,3 +306,55 @@ def test_r14_4_token_is_kept_in_the_browser(page: Page, evacore: Evacore) -> Non
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("textbox", name="Token")).to_be_visible()
     assert re.search("evacore", page.title())
+
+
+def test_r14_4_inspector_shows_lore_and_context_cuts(page: Page, evacore: Evacore) -> None:
+    card = FIXTURES / "cards" / "st_default_Seraphina.v2.png"  # its book holds "Eldoria"
+    r = evacore.api.post("/v1/characters", files={"file": (card.name, card.read_bytes(),
+                                                             "image/png")})
+    assert r.status_code == 201, r.text
+    character_id = r.json()["id"]
+    r = evacore.api.post("/v1/connections", json={
+        "name": "fake-small", "kind": "openai-chat", "base_url": evacore.fake.base_url,
+        "api_key": "sk-fake", "model": "fake-small-model", "context_size": 2400,
+        "max_tokens": 64, "tokenizer": "heuristic",
+    })
+    assert r.status_code == 201, r.text
+    chat = evacore.chat(connection_id=r.json()["id"], character_id=character_id)
+    filler = "The weather report goes on and on about clouds and rain. " * 12
+    for i in range(8):  # more history than the small context holds
+        r = evacore.api.post(f"/v1/chats/{chat['id']}/messages",
+                             json={"role": "user", "content": f"{i}: {filler}"})
+        assert r.status_code == 201, r.text
+    evacore.fake.script.reply("The forest is called Eldoria.")
+    sign_in(page, evacore)
+    page.goto(f"{evacore.url}/#/chats/{chat['id']}")
+    page.get_by_role("textbox", name="Message").fill("Tell me about the forest of Eldoria.")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("The forest is called Eldoria.")
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    page.get_by_role("button", name="Inspect").click()
+    inspector = page.get_by_role("complementary", name="Inspector")
+    lore = inspector.get_by_role("region", name="Lorebook")
+    expect(lore.locator("tbody tr").first).to_contain_text("Eldoria")
+    shift = inspector.get_by_role("region", name="Context shifting")
+    expect(shift.locator("tbody tr").first).to_contain_text("history")
+    tour_id = evacore.messages(chat["id"])[-1]["variants"][0]["tour_id"]
+    diagnostics = evacore.api.get(f"/v1/tours/{tour_id}").json()["diagnostics"]
+    removed = diagnostics["shift"]["removed"]
+    assert removed and shift.locator("tbody tr").count() == len(removed)
+    activated = diagnostics["lore"]["activated"]
+    assert activated and lore.locator("tbody tr").count() == len(activated)
+    shift.scroll_into_view_if_needed()
+    shot(page, evacore, "inspector-context")
+
+
+def test_r14_4_a_provider_failure_is_shown(page: Page, evacore: Evacore, watch: Watch) -> None:
+    sign_in(page, evacore)
+    new_chat(page, evacore)
+    evacore.fake.script.error(400, "the upstream refused this request", times=5)
+    page.get_by_role("textbox", name="Message").fill("this will fail")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("alert")).to_contain_text("refused")
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    expect(page.locator('article[data-role="user"]')).to_contain_text("this will fail")

@@ -47,7 +47,7 @@ function Summary({ tour, d }) {
     ["requests", num((d.requests || []).length)],
   ];
   if (tour.error) rows.push(["error", `${tour.error.code}: ${tour.error.message}`]);
-  return html`<section class="insp-section"><dl class="facts">
+  return html`<section class="insp-section" aria-label="Summary"><dl class="facts">
     ${rows.map(([k, v]) => html`<div><dt>${k}</dt><dd class=${k === "model" ? "mono" : ""}>${v || "–"}</dd></div>`)}
   </dl></section>`;
 }
@@ -56,7 +56,7 @@ function Timings({ timings }) {
   const entries = Object.entries(timings).filter(([, v]) => typeof v === "number");
   const total = entries.reduce((s, [, v]) => s + v, 0);
   if (!entries.length) return null;
-  return html`<section class="insp-section">
+  return html`<section class="insp-section" aria-label="Stage timings">
     <h3>Stage timings <span class="muted">${ms(total)}</span></h3>
     <div class="stack-bar" role="img" aria-label="stage timings">
       ${entries.map(([name, v], i) => html`<span class="seg"
@@ -80,7 +80,7 @@ function Stages({ d }) {
   const hooks = d.plugins || [];
   const order = [...Object.keys(d.timings || {})];
   for (const c of [...changes, ...hooks]) if (c.stage && !order.includes(c.stage)) order.push(c.stage);
-  return html`<section class="insp-section">
+  return html`<section class="insp-section" aria-label="Change log">
     <h3>Change log by stage and plugin</h3>
     <ol class="stages">${order.map((stage) => {
       const own = changes.filter((c) => c.stage === stage);
@@ -118,7 +118,7 @@ function partsText(content) {
 
 function Requests({ requests }) {
   if (!requests.length) return null;
-  return html`<section class="insp-section">
+  return html`<section class="insp-section" aria-label="Request">
     <h3>Request sent to the provider</h3>
     ${requests.map((r, i) => {
       const body = r.body || {};
@@ -143,12 +143,13 @@ function Shift({ d }) {
   const shift = d.shift || {};
   const removed = shift.removed || [];
   const memoryCut = (d.memory && d.memory.retrieval && d.memory.retrieval.cut) || [];
-  return html`<section class="insp-section">
+  return html`<section class="insp-section" aria-label="Context shifting">
     <h3>Context shifting</h3>
     ${removed.length ? html`<table class="table small"><thead><tr><th>removed</th><th>kind</th><th>tokens</th><th>reason</th></tr></thead>
       <tbody>${removed.map((r) => html`<tr><td class="mono">${r.id}</td><td>${r.kind}</td><td>${num(r.tokens)}</td><td>${r.reason}</td></tr>`)}</tbody></table>`
       : html`<p class="muted small">Nothing was cut: the whole history fit (${num(shift.history_loaded)} messages loaded${shift.history_reached_start ? ", from the start" : ""}).</p>`}
-    ${memoryCut.length ? html`<p class="small">Memory retrieval left out: ${memoryCut.map((c) => JSON.stringify(c)).join("; ")}</p>` : null}
+    ${memoryCut.length ? html`<p class="small">Memory retrieval left out ${memoryCut.length} older
+      ${memoryCut.length === 1 ? "passage" : "passages"}: ${memoryCut.map((c) => `#${c.id} (${c.reason}${c.score !== undefined ? `, score ${c.score}` : ""})`).join(", ")}</p>` : null}
   </section>`;
 }
 
@@ -156,7 +157,7 @@ function Lore({ lore }) {
   if (!lore) return null;
   const activated = lore.activated || [];
   const cut = lore.cut || [];
-  return html`<section class="insp-section">
+  return html`<section class="insp-section" aria-label="Lorebook">
     <h3>Lorebook</h3>
     ${activated.length ? html`<table class="table small"><thead><tr><th>entry</th><th>why</th><th>tokens</th></tr></thead>
       <tbody>${activated.map((a) => html`<tr><td>${a.book} #${a.uid} ${a.comment ? html`<span class="muted">${a.comment}</span>` : null}</td>
@@ -180,7 +181,7 @@ function Rules({ d }) {
       }
     }
   }
-  return html`<section class="insp-section">
+  return html`<section class="insp-section" aria-label="Stream rules">
     <h3>Stream rules</h3>
     <p class="small">armed: ${(rules.armed || []).length ? rules.armed.join(", ") : html`<span class="muted">none</span>`}</p>
     ${fired.length ? html`<table class="table small"><thead><tr><th>rule</th><th>on</th><th>turn</th><th>effect</th></tr></thead>

@@ -90,6 +90,24 @@ function Entries({ id }) {
       <td>${e.comment || ""}</td><td class="clip">${(e.content || "").slice(0, 160)}</td></tr>`)}</tbody></table>`;
 }
 
+function Book({ book, onError, onDelete }) {
+  const [open, setOpen] = useState(false);
+  const links = book.links.length ? book.links.map((l) => l.target_kind).join(", ") : "not linked";
+  return html`<li class="book">
+    <details onToggle=${(e) => setOpen(e.currentTarget.open)}>
+      <summary><span class="book-name">${book.name}</span>
+        <span class="muted small">${num(book.entries)} entries · ${links}</span></summary>
+      ${book.description ? html`<p class="small">${book.description}</p>` : null}
+      ${open ? html`<${Entries} id=${book.id} />` : null}
+    </details>
+    <div class="card-actions">
+      <button type="button" class="btn btn-ghost btn-small"
+        onClick=${() => download(`lorebooks/${book.id}/export`, `${book.name}.json`).catch(onError)}>Export</button>
+      <${ConfirmButton} label="Delete" confirm="Really delete?" className="btn-small" onConfirm=${onDelete} />
+    </div>
+  </li>`;
+}
+
 export function LorebooksView({ tick, results, onFiles }) {
   const [data, error, reload] = useLoad(() => api("lorebooks"), [tick]);
   const [problem, setProblem] = useState(null);
@@ -105,19 +123,8 @@ export function LorebooksView({ tick, results, onFiles }) {
       hint="SillyTavern World Info JSON, a lorebook_v3 object or a card's character book."
       onFiles=${(files) => onFiles(files, "lorebook")} results=${results} />
     <${ErrorNote} error=${error || problem} />
-    <ul class="books">${list.map((b) => html`<li class="book" key=${b.id}>
-      <details>
-        <summary><span class="book-name">${b.name}</span>
-          <span class="muted small">${num(b.entries)} entries · ${b.links.length ? b.links.map((l) => l.target_kind).join(", ") : "not linked"}</span></summary>
-        ${b.description ? html`<p class="small">${b.description}</p>` : null}
-        <${Entries} id=${b.id} />
-      </details>
-      <div class="card-actions">
-        <button type="button" class="btn btn-ghost btn-small"
-          onClick=${() => download(`lorebooks/${b.id}/export`, `${b.name}.json`).catch(setProblem)}>Export</button>
-        <${ConfirmButton} label="Delete" confirm="Really delete?" className="btn-small" onConfirm=${() => remove(b)} />
-      </div>
-    </li>`)}</ul>
+    <ul class="books">${list.map((b) => html`<${Book} key=${b.id} book=${b} onError=${setProblem}
+      onDelete=${() => remove(b)} />`)}</ul>
     ${data && !list.length ? html`<div class="empty"><p>No lorebooks yet. Import a World Info file.</p></div>` : null}
   </section>`;
 }

@@ -25,7 +25,7 @@ function BarChart({ rows, label }) {
       return html`<g>
         <text x=${left - 10} y=${y + bar / 2 + 5} text-anchor="end" class="bar-label">${r.label.length > 30 ? `${r.label.slice(0, 29)}…` : r.label}</text>
         <rect x=${left} y=${y} width=${Math.max(scale(r.value), r.value ? 2 : 0)} height=${bar} rx="4" class="bar" />
-        ${r.part ? html`<rect x=${left} y=${y} width=${Math.max(scale(r.part), 2)} height=${bar} rx="4" class="bar-part" />` : null}
+        ${r.part ? html`<rect x=${left} y=${y + bar - 7} width=${Math.max(scale(r.part), 2)} height="7" rx="3" class="bar-part" />` : null}
         <text x=${left + scale(r.value) + 8} y=${y + bar / 2 + 5} class="bar-value">${num(r.value)}</text>
       </g>`;
     })}
