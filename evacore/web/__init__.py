@@ -11,19 +11,20 @@ import hashlib
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
 ASSET_PREFIX = "/web"
-_IMPORT_MAP = re.compile(r'<script type="importmap">(.*?)</script>', re.S)
+_IMPORT_MAP = re.compile(r'<script type="importmap">(.*?)</script>', re.DOTALL)
 
 
 class _Assets(StaticFiles):
     """Static files that the browser revalidates (ETag) instead of trusting a stale copy."""
 
-    def file_response(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
         response = super().file_response(*args, **kwargs)
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Content-Type-Options"] = "nosniff"

@@ -23,7 +23,7 @@ IMPORT = re.compile(r"""(?:^|\s)(?:import|export)\s[^"';]*?from\s*["']([^"']+)["
 
 def import_map() -> dict[str, str]:
     html = (STATIC_DIR / "index.html").read_text()
-    block = re.search(r'<script type="importmap">(.*?)</script>', html, re.S)
+    block = re.search(r'<script type="importmap">(.*?)</script>', html, re.DOTALL)
     assert block, "index.html has no import map"
     return json.loads(block.group(1))["imports"]
 
@@ -38,7 +38,7 @@ async def test_r14_4_page_is_served_at_root_with_a_strict_policy(
     policy = r.headers["content-security-policy"]
     assert "default-src 'self'" in policy and "connect-src 'self'" in policy
     assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
-    block = re.search(r'<script type="importmap">(.*?)</script>', r.text, re.S)
+    block = re.search(r'<script type="importmap">(.*?)</script>', r.text, re.DOTALL)
     digest = base64.b64encode(hashlib.sha256(block.group(1).encode()).digest()).decode()
     assert f"'sha256-{digest}'" in policy  # the import map is the one inline script allowed
 
@@ -86,7 +86,7 @@ def test_r14_4_every_import_of_the_page_resolves() -> None:
 def test_r14_4_vendored_libraries_are_pinned_with_licenses() -> None:
     readme = (VENDOR / "README.md").read_text()
     rows = re.findall(r"^\| `([^`]+)` \| (\S+)@(\d+\.\d+\.\d+) `[^`]+` \| ([^|]+) \| `(sha512-[^`]+)` \|$",
-                      readme, re.M)
+                      readme, re.MULTILINE)
     files = {p.name for p in VENDOR.glob("*.js")}
     assert {r[0] for r in rows} == files
     licenses = {p.name for p in (VENDOR / "licenses").iterdir()}

@@ -76,7 +76,8 @@ export function ChatsView({ chatId, navigate, onInspect, preset }) {
           <svg aria-hidden="true" viewBox="0 0 20 20" width="20" height="20"><path d="M3 5h14M3 10h14M3 15h14" stroke="currentColor" stroke-width="2" stroke-linecap="round" /></svg>
           <span class="sr-only">All conversations</span></button>
         ${open ? html`<h1 class="chat-heading">${open.title || "Untitled"}
-          <span class="muted">${names.get(open.character_id) || ""}</span></h1>
+          ${names.get(open.character_id) && names.get(open.character_id) !== open.title
+            ? html`<span class="muted">${names.get(open.character_id)}</span>` : null}</h1>
           <${ConfirmButton} label="Delete chat" confirm="Really delete this chat?"
             onConfirm=${() => remove(open)} />` : null}
       </div>

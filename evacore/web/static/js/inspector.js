@@ -148,8 +148,7 @@ function Shift({ d }) {
     ${removed.length ? html`<table class="table small"><thead><tr><th>removed</th><th>kind</th><th>tokens</th><th>reason</th></tr></thead>
       <tbody>${removed.map((r) => html`<tr><td class="mono">${r.id}</td><td>${r.kind}</td><td>${num(r.tokens)}</td><td>${r.reason}</td></tr>`)}</tbody></table>`
       : html`<p class="muted small">Nothing was cut: the whole history fit (${num(shift.history_loaded)} messages loaded${shift.history_reached_start ? ", from the start" : ""}).</p>`}
-    ${memoryCut.length ? html`<p class="small">Memory retrieval left out ${memoryCut.length} older
-      ${memoryCut.length === 1 ? "passage" : "passages"}: ${memoryCut.map((c) => `#${c.id} (${c.reason}${c.score !== undefined ? `, score ${c.score}` : ""})`).join(", ")}</p>` : null}
+    ${memoryCut.length ? html`<p class="small">Memory retrieval left out ${memoryCut.length} older ${memoryCut.length === 1 ? "passage" : "passages"}: ${memoryCut.map((c) => `#${c.id} (${c.reason}${c.score !== undefined ? `, score ${c.score}` : ""})`).join(", ")}</p>` : null}
   </section>`;
 }
 
