@@ -358,3 +358,44 @@ def test_r14_4_a_provider_failure_is_shown(page: Page, evacore: Evacore, watch: 
     expect(page.get_by_role("alert")).to_contain_text("refused")
     expect(page.get_by_role("button", name="Send")).to_be_visible()
     expect(page.locator('article[data-role="user"]')).to_contain_text("this will fail")
+    while evacore.fake.script.pending():
+        evacore.fake.script.next()
+    evacore.fake.script.reply("Recovered.")
+    page.get_by_role("button", name="Answer").click()  # the chat ends with the question
+    expect(assistant(page)).to_contain_text("Recovered.")
+    expect(page.get_by_role("alert")).to_have_count(0)
+
+
+def test_r14_4_streamed_markdown_matches_the_whole_render(page: Page, evacore: Evacore) -> None:
+    """The incremental renderer cuts only between finished blocks, never inside a code fence:
+    fed in small pieces, it shows what rendering the whole text at once shows."""
+    page.goto(evacore.url + "/")
+    result = page.evaluate("""async (docs) => {
+      const m = await import('./web/js/markdown.js');
+      const out = [];
+      for (const text of docs) {
+        const el = document.createElement('div');
+        const view = new m.StreamView(el);
+        for (let i = 0; i < text.length; i += 3) { view.append(text.slice(i, i + 3)); view.flush(); }
+        const whole = document.createElement('div');
+        whole.innerHTML = m.renderMarkdown(text);
+        out.push({
+          same: el.textContent.replace(/\s+/g, ' ').trim() === whole.textContent.replace(/\s+/g, ' ').trim(),
+          pre: [el.querySelectorAll('pre').length, whole.querySelectorAll('pre').length],
+          frozen: el.querySelector('.md-frozen').children.length,
+          cut: m.stableCut(text, 0),
+        });
+      }
+      return out;
+    }""", [
+        "One paragraph.\n\nTwo **bold**.\n\nThree.",
+        "Code:\n\n```python\ndef f():\n\n    return 1\n```\n\nAfter the code.",
+        "~~~\nopen fence\n\nstill inside",
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n> quoted\n\ndone",
+    ])
+    for doc in result:
+        assert doc["same"], result
+        assert doc["pre"][0] == doc["pre"][1], result
+    assert result[0]["frozen"] == 2  # two finished paragraphs were parsed once each
+    assert result[1]["pre"] == [1, 1]  # the blank line inside the fence did not split it
+    assert result[2]["cut"] == 0  # an open fence is never cut
