@@ -399,3 +399,22 @@ def test_r14_4_streamed_markdown_matches_the_whole_render(page: Page, evacore: E
     assert result[0]["frozen"] == 2  # two finished paragraphs were parsed once each
     assert result[1]["pre"] == [1, 1]  # the blank line inside the fence did not split it
     assert result[2]["cut"] == 0  # an open fence is never cut
+
+
+def test_r14_4_tool_calls_show_in_the_answer(page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    chat_id = new_chat(page, evacore)
+    evacore.fake.script.tool_call("list_dir", {}, text="Let me look.")
+    evacore.fake.script.reply("The workspace is listed above.")
+    page.get_by_role("textbox", name="Message").fill("What is in the workspace?")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("The workspace is listed above.")
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    tool = assistant(page).locator("details.tool")
+    expect(tool).to_have_count(1)
+    expect(tool.locator("summary")).to_contain_text("list_dir")
+    tool.locator("summary").click()
+    stored = evacore.messages(chat_id)[-1]["variants"][0]["steps"]
+    result = stored[0]["results"][0]["content"]
+    expect(tool).to_contain_text("result")
+    assert result is not None and tool.locator("pre").nth(1).inner_text() == result

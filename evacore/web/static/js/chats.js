@@ -7,11 +7,11 @@ import { api } from "./api.js";
 import { html, useLoad, ErrorNote, ConfirmButton, when } from "./ui.js";
 import { ChatPane } from "./chat.js";
 
-export function ChatsView({ chatId, navigate, onInspect, preset }) {
+export function ChatsView({ chatId, navigate, onInspect }) {
   const [chats, chatsError, reloadChats] = useLoad(() => api("chats?limit=200"), []);
   const [characters] = useLoad(() => api("characters?limit=1000"), []);
   const [connections] = useLoad(() => api("connections"), []);
-  const [character, setCharacter] = useState(preset || "");
+  const [character, setCharacter] = useState("");
   const [connection, setConnection] = useState("");
   const [problem, setProblem] = useState(null);
   const [drawer, setDrawer] = useState(false);

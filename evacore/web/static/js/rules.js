@@ -85,7 +85,7 @@ function RuleEditor({ rule, isNew, onSaved, onDeleted }) {
   const [form, setForm] = useState(formOf(rule));
   const [saveError, setSaveError] = useState(null);
   const [saved, setSaved] = useState(false);
-  useEffect(() => { setForm(formOf(rule)); }, [rule]);
+  useEffect(() => { setForm(formOf(rule)); }, [rule.name, rule.updated_at]);
   const set = (key) => (e) => {
     const t = e.currentTarget;
     setForm((f) => ({ ...f, [key]: t.type === "checkbox" ? t.checked : t.value }));
