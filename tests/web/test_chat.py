@@ -370,7 +370,7 @@ def test_r14_4_streamed_markdown_matches_the_whole_render(page: Page, evacore: E
     """The incremental renderer cuts only between finished blocks, never inside a code fence:
     fed in small pieces, it shows what rendering the whole text at once shows."""
     page.goto(evacore.url + "/")
-    result = page.evaluate("""async (docs) => {
+    result = page.evaluate(r"""async (docs) => {
       const m = await import('./web/js/markdown.js');
       const out = [];
       for (const text of docs) {
