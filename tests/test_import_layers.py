@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"pipeline"},
     {"config", "core"},
     {"importing"},
-    {"channels", "server", "cli", "__main__"},
+    {"channels", "server", "cli", "__main__", "web"},
 ]
 LAYER = {pkg: n for n, pkgs in enumerate(LAYERS) for pkg in pkgs}
 STRICT = {"store", "lore", "memory", "rules", "render", "tokenize", "providers", "formats",

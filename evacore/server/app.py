@@ -33,6 +33,7 @@ from evacore.server.routes import (
     users,
 )
 from evacore.server.routes import settings as settings_routes
+from evacore.web import mount_page
 
 log = get_logger(__name__)
 
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     for router in ROUTERS:
         app.include_router(router, prefix="/v1")
     app.include_router(stats.metrics_router)  # Prometheus scrapes `GET /metrics` (R8.6)
+    mount_page(app)  # the web page at `/`, its files under `/web/` (R14.4)
     return app
 
 
