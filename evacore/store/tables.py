@@ -339,3 +339,24 @@ class ClientOpAnswer(Base):
     content: Mapped[str] = mapped_column(Text, default="")
     is_error: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = _created()
+
+
+class ChatBinding(Base):
+    """A conversation a client keeps on its side (the OpenAI facade's message list), bound
+    to the chat that holds it: digests of the client's view of the chat, looked up by scope."""
+
+    __tablename__ = "chat_bindings"
+    chat_id: Mapped[str] = mapped_column(
+        ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True
+    )
+    scope: Mapped[str] = mapped_column(String(64))
+    """Whose conversation with what (caller, character, connection, end user), hashed."""
+    full_digest: Mapped[str] = mapped_column(String(64))
+    """The client's view of the whole chat, as its next request would send it back."""
+    turn_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The same view without the last answer (what a regenerate sends again)."""
+    updated_at: Mapped[datetime] = _updated()
+    __table_args__ = (
+        Index("ix_chat_bindings_full", "scope", "full_digest"),
+        Index("ix_chat_bindings_turn", "scope", "turn_digest"),
+    )
