@@ -61,9 +61,9 @@ async def plan_for(s: AsyncSession, who: Identity, target: Target, conv: Convers
     else:
         plan = await _matched(s, scope, conv, whole)
     if plan is None:
+        # bound once its answer is known (`record`): until then it matches no other request
         chat = await _new_chat(s, who, target, conv)
         plan = Plan(chat.id, scope)
-        await bindings.bind(s, chat.id, scope, full=digest(conv.prior), turn=None)
     if plan.mode == "normal":
         if conv.ends_with_results:
             stored = await chat_store.attach_results(s, plan.chat_id, conv.results)

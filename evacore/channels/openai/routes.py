@@ -122,12 +122,15 @@ async def chat_completions(request: Request) -> Response:
     async with core.session() as s:
         target = await resolve(s, body.model)
         plan = await binding.plan_for(s, who, target, conv, named=named, end_user=body.user)
-    running = core.tours.start(TourRequest(
-        chat_id=plan.chat_id, user_id=who.user_id, role=who.role, text=plan.text,
-        images=plan.images, mode=plan.mode, stream=bool(body.stream),
-        params=tour_params(body, target.max_tokens), system=conv.system,
-        external_tools=tools, resume=plan.resume,
-    ))
+    try:
+        running = core.tours.start(TourRequest(
+            chat_id=plan.chat_id, user_id=who.user_id, role=who.role, text=plan.text,
+            images=plan.images, mode=plan.mode, stream=bool(body.stream),
+            params=tour_params(body, target.max_tokens), system=conv.system,
+            external_tools=tools, resume=plan.resume,
+        ))
+    except EvacoreError as exc:
+        return from_evacore(exc).response({CHAT_HEADER: plan.chat_id})
     running.tour.diagnostics["openai"] = {"model": body.model, "binding": plan.how}
     answer = Answer(core, plan, conv, running, body, frozenset(
         t["function"]["name"] for t in tools))

@@ -9,8 +9,8 @@ import json
 
 import httpx
 import openai
-from evacore.core import Core
 
+from evacore.core import Core
 from tests.channels.openai.conftest import messages, sent_messages
 from tests.fakes.script import FakeToolCall, Reply
 from tests.fakes.upstream import FakeUpstream
@@ -128,3 +128,43 @@ async def test_r14_1_a_client_tool_named_like_an_evacore_tool_replaces_it(
     assert done.choices[0].finish_reason == "tool_calls"
     assert done.choices[0].message.tool_calls[0].id == "call_x"
     assert len(upstream.generation_requests) == 1
+
+
+async def test_r14_1_a_conversation_with_unknown_tool_steps_is_imported_whole(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    upstream.script.reply("Both cities are warm.")
+    call = {"id": "call_old", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
+    raw = await oai.chat.completions.with_raw_response.create(model="@up", tools=[WEATHER],
+                                                             messages=[
+        {"role": "user", "content": "Rome?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_old", "content": "warm"},
+        {"role": "assistant", "content": "Rome is warm."},
+        {"role": "user", "content": "And Madrid?"}])
+    assert raw.parse().choices[0].message.content == "Both cities are warm."
+    stored = await messages(client, raw.headers["x-evacore-chat"])
+    assert [m["role"] for m in stored] == ["user", "assistant", "assistant", "user", "assistant"]
+    [step] = stored[1]["variants"][0]["steps"]
+    assert step["results"] == [{"id": "call_old", "content": "warm"}]
+    sent = sent_messages(upstream)
+    assert {"role": "tool", "tool_call_id": "call_old", "content": "warm"} in sent
+    # the answer after tool results, asked again, is a new variant of that answer
+    upstream.script.tool_call("get_weather", {"city": "Oslo"}, id="call_n")
+    first = await oai.chat.completions.create(model="@up", messages=ASK, tools=[WEATHER])
+    again = [*ASK, first.choices[0].message.model_dump(exclude_none=True),
+             {"role": "tool", "tool_call_id": "call_n", "content": "cold"}]
+    upstream.script.reply("Cold, take a coat.").reply("It is cold in Oslo.")
+    raw1 = await oai.chat.completions.with_raw_response.create(model="@up", messages=again,
+                                                              tools=[WEATHER])
+    raw2 = await oai.chat.completions.with_raw_response.create(model="@up", messages=again,
+                                                              tools=[WEATHER])
+    chat = raw1.headers["x-evacore-chat"]
+    assert raw2.headers["x-evacore-chat"] == chat
+    stored = await messages(client, chat)
+    assert [m["role"] for m in stored] == ["user", "assistant", "assistant"]
+    assert [v["content"] for v in stored[2]["variants"]] == [
+        "Cold, take a coat.", "It is cold in Oslo."]
+    assert stored[1]["variants"][0]["steps"][0]["results"] == [
+        {"id": "call_n", "content": "cold"}]  # stored once
