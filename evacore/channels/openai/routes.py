@@ -110,7 +110,8 @@ async def wrong_method(request: Request) -> Response:
                       code="method_not_allowed")
 
 
-@router.post("/chat/completions")
+@router.post("/chat/completions", openapi_extra={"requestBody": {
+    "required": True, "content": {"application/json": {"schema": ChatBody.model_json_schema()}}}})
 async def chat_completions(request: Request) -> Response:
     """OpenAI's chat completion, answered by a character through the whole pipeline."""
     who = await authenticate(request)
@@ -205,6 +206,8 @@ class Answer:
         events = aiter(self.running.batches())
         gone = asyncio.ensure_future(_client_gone(request))
         first = b""
+        batch: Batch | None = None
+        failed: dict[str, Any] | None = None
         try:
             while True:
                 nxt = asyncio.ensure_future(anext(events, None))
@@ -231,9 +234,14 @@ class Answer:
             raise
         finally:
             gone.cancel()
-        return FacadeStream(self, self._frames(first, events))
+        return FacadeStream(self, self._frames(first, events, failed))
 
-    async def _frames(self, first: bytes, events: AsyncIterator[Batch]) -> AsyncIterator[bytes]:
+    async def _frames(self, first: bytes, events: AsyncIterator[Batch],
+                      failed: dict[str, Any] | None) -> AsyncIterator[bytes]:
+        if failed is not None:  # the first chunks and the failure came in one batch
+            await self.remember(None)
+            yield first + error_line(from_code(failed["code"], failed["message"]))
+            return
         if first:
             yield first
         async for batch in events:
