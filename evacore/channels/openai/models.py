@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.channels.openai.errors import FacadeError
-from evacore.store.connections import ensure_mock
+from evacore.store.connections import default_connection, ensure_mock
 from evacore.store.tables import Character, Connection
 
 
@@ -28,12 +28,6 @@ class Target:
     connection_id: str
     max_tokens: int
     """The connection's answer length: the most a request's `max_tokens` may ask for."""
-
-
-async def default_connection(session: AsyncSession) -> Connection:
-    """The connection a model id without `@<connection>` talks to (R14.0): the built-in
-    `mock` until a default connection is set."""
-    return await ensure_mock(session)
 
 
 def _key(name: str) -> str:

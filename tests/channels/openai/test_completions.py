@@ -135,3 +135,22 @@ async def test_r14_1_image_parts_reach_a_vision_connection(
     assert last["role"] == "user"
     assert {"type": "image_url", "image_url": {"url": PIXEL}} in last["content"]
     assert {"type": "text", "text": "What is this?"} in last["content"]
+
+
+async def test_r14_0_a_character_name_alone_talks_on_the_default_connection(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    await add_character(client, "Orla")
+    done = await oai.chat.completions.create(model="orla", messages=[
+        {"role": "user", "content": "Hi"}])
+    assert upstream.generation_requests == []  # unset: the built-in mock answers
+    assert done.choices[0].message.content
+    r = await client.get("/v1/connections")
+    up = next(c for c in r.json()["connections"] if c["name"] == "up")
+    r = await client.patch("/v1/settings", json={"default_connection_id": up["id"]})
+    assert r.status_code == 200, r.text
+    upstream.script.reply("From the default connection.")
+    done = await oai.chat.completions.create(model="Orla", messages=[
+        {"role": "user", "content": "Hello again"}])
+    assert done.choices[0].message.content == "From the default connection."
+    assert len(upstream.generation_requests) == 1
