@@ -168,3 +168,24 @@ async def test_r14_1_a_conversation_with_unknown_tool_steps_is_imported_whole(
         "Cold, take a coat.", "It is cold in Oslo."]
     assert stored[1]["variants"][0]["steps"][0]["results"] == [
         {"id": "call_n", "content": "cold"}]  # stored once
+
+
+async def test_r14_1_tool_choice_applies_to_the_first_request_of_the_answer(
+    oai: openai.AsyncOpenAI, core: Core, upstream: FakeUpstream
+) -> None:
+    notes = core.settings.workspace_dir / "notes.txt"
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    notes.write_text("hello")
+    upstream.script.tool_call("read_file", {"path": "notes.txt"}, id="call_1")
+    upstream.script.reply("The file says hello.")
+    forced = {"type": "function", "function": {"name": "read_file"}}
+    done = await oai.chat.completions.create(model="@up", messages=ASK, tools=[WEATHER],
+                                             tool_choice=forced)
+    assert done.choices[0].message.content == "The file says hello."
+    first, second = (r.json for r in upstream.generation_requests[-2:])
+    assert first["tool_choice"] == forced and "tool_choice" not in second
+    # without client tools a choice is not sent (nothing of the client's to choose from)
+    upstream.script.reply("Plain.")
+    await oai.chat.completions.create(model="@up", messages=[
+        {"role": "user", "content": "x"}], tool_choice="none")
+    assert "tool_choice" not in upstream.generation_requests[-1].json
