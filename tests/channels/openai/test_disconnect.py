@@ -4,6 +4,7 @@ up on a non-stream answer, aborts the tour at once and evacore closes the upstre
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -97,3 +98,25 @@ async def test_r14_1_a_non_stream_client_that_gives_up_closes_the_upstream(
         gave_up = time.monotonic()
     assert await fake.await_client_left(2.0), "the upstream request was never closed"
     assert fake.disconnect_times[0] - gave_up < 1.0
+
+
+async def test_r14_1_a_client_leaving_before_the_first_chunk_closes_the_upstream(
+    server: ServerProcess, api: httpx.AsyncClient, fake: FakeUpstream
+) -> None:
+    fake.script.add(Reply(text=WORDS, first_token_delay=4.0))  # the model "thinks"
+    async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=TOKEN,
+                                  max_retries=0) as oai:
+        ask = asyncio.ensure_future(oai.chat.completions.create(
+            model=fake.model, messages=[{"role": "user", "content": "Think."}],  # type: ignore[attr-defined]
+            stream=True))
+        for _ in range(250):  # until the upstream request is open (bounded)
+            if fake.generation_requests:
+                break
+            await asyncio.sleep(0.02)
+        assert fake.generation_requests and not ask.done()
+        ask.cancel()  # no chunk has come yet: the client gives up on the response
+        left_at = time.monotonic()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ask
+    assert await fake.await_client_left(2.0), "the upstream request was never closed"
+    assert fake.disconnect_times[0] - left_at < 1.0
