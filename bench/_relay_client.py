@@ -8,7 +8,8 @@ enough that the server under test, not the client, is what is measured. Loopback
 Plan: {"host", "port", "requests": [raw request bytes as latin-1 str, one per stream],
 "marker", "error_marker", "concurrency", "count" (total requests) or "seconds", "grace"
 (seconds in-flight streams may take after "seconds" before they are cut and counted as
-unfinished)}.
+unfinished), "per_stream" (optional, default 1: stream i takes requests i*k .. i*k+k-1 in
+turn, e.g. two alternating messages of one conversation)}.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
     marker = plan["marker"].encode()
     error_marker = plan["error_marker"].encode() if plan.get("error_marker") else None
     concurrency = int(plan["concurrency"])
+    per_stream = max(1, int(plan.get("per_stream") or 1))
     count = plan.get("count")
     left = [int(count)] if count is not None else None
     seconds = float(plan.get("seconds") or 0)
@@ -150,11 +152,14 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
         return time.perf_counter() < deadline
 
     async def worker(index: int) -> None:
-        request = requests[index % len(requests)]
+        mine = [requests[(index * per_stream + j) % len(requests)] for j in range(per_stream)]
         proto: _Stream | None = None
         in_flight = False
+        turn = 0
         try:
             while more():
+                request = mine[turn % per_stream]
+                turn += 1
                 try:
                     if proto is None or proto.lost is not None:
                         _, proto = await loop.create_connection(

@@ -1,5 +1,7 @@
-"""Benchmark the streaming relay: a fast fake OpenAI upstream streamed directly and through
-evacore (`POST /v1/chats/{id}/generate`, an openai-chat connection, no rules armed).
+"""Benchmark the streaming relay: a fast fake OpenAI upstream streamed directly, through
+evacore's generate (`POST /v1/chats/{id}/generate`) and through its OpenAI-compatible facade
+(`POST /v1/chat/completions`, OpenAI chunks like the LiteLLM proxy's), an openai-chat
+connection, no rules armed.
 
 Must not: reach past loopback or leave a child process behind. evacore runs pinned to one
 CPU, the load client and the fake upstream to the other (when there are two).
@@ -58,9 +60,11 @@ QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=
          Scenario("s2", 2, 100, 5, seconds=0.5), Scenario("s3", 6, 100, 5, seconds=0.5))
 
 
-def _request(path: str, port: int, body: dict[str, Any], token: str | None = None) -> str:
+def _request(path: str, port: int, body: dict[str, Any], token: str | None = None,
+             headers: dict[str, str] | None = None) -> str:
     raw = json.dumps(body, separators=(",", ":"))
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    auth += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}"
             f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
             f"Content-Length: {len(raw.encode())}\r\n\r\n{raw}")
@@ -88,9 +92,9 @@ class _Setup:
         self.http = httpx.Client(base_url=url + "/v1", timeout=60,
                                  headers={"Authorization": f"Bearer {TOKEN}"})
 
-    def connection(self, base_url: str, tokens: int) -> str:
+    def connection(self, base_url: str, tokens: int, delay_ms: float) -> str:
         r = self.http.post("/connections", json={
-            "name": f"bench-{tokens}", "kind": "openai-chat", "base_url": base_url,
+            "name": _model_name(tokens, delay_ms), "kind": "openai-chat", "base_url": base_url,
             "model": "bench-model", "max_tokens": tokens * 2, "context_size": 65536})
         r.raise_for_status()
         return str(r.json()["id"])
@@ -110,6 +114,23 @@ class _Setup:
                                json={"message": {"content": PROMPT}, "stream": True})
             r.raise_for_status()
 
+    def warm_facade(self, chat_id: str, model: str, tours: int = WARM_TOURS) -> None:
+        for i in range(tours):
+            r = self.http.post("/chat/completions", json=_facade_body(model, i),
+                               headers={"X-Evacore-Chat": chat_id})
+            r.raise_for_status()
+
+
+def _model_name(tokens: int, delay_ms: float) -> str:
+    return f"bench-{tokens}-{delay_ms:g}"
+
+
+def _facade_body(model: str, turn: int) -> dict[str, Any]:
+    """One of two alternating messages: each request is a new turn of the stream's chat (the
+    same message twice in a row would be a regenerate)."""
+    return {"model": model, "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": f"{PROMPT} ({'ab'[turn % 2]})"}]}
+
 
 def _plan(port: int, requests: list[str], marker: str, scenario: Scenario,
           error_marker: str | None) -> dict[str, Any]:
@@ -119,9 +140,29 @@ def _plan(port: int, requests: list[str], marker: str, scenario: Scenario,
             "grace": max(5.0, (scenario.seconds or 0) / 2)}
 
 
+def _relayed(load_prefix: list[str], server: procs.Child, plan: dict[str, Any],
+             timeout: float) -> dict[str, Any]:
+    """One scenario through evacore, with the server's CPU time, core load and RSS peak."""
+    procs.settle(server.pid, window=0.25)
+    core = procs.server_cpu()
+    busy0 = procs.core_times(core)
+    cpu0 = procs.cpu_seconds(server.pid)
+    with procs.RssPeak(server.pid) as rss:
+        relayed = procs.load(load_prefix, plan, timeout)
+        procs.settle(server.pid, window=0.25)  # streams cut at the end are still being saved
+    relayed["cpu_seconds"] = procs.cpu_seconds(server.pid) - cpu0
+    busy1 = procs.core_times(core)
+    relayed["core_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
+    relayed["rss_peak"] = rss.peak
+    if relayed["errors"]:
+        relayed["error_samples"] += server.error_lines()
+    return relayed
+
+
 def _measure(load_prefix: list[str], server: procs.Child, scenario: Scenario,
-             upstream_url: str, chat_ids: list[str], server_url: str) -> dict[str, Any]:
-    """The scenario against the upstream directly, then through evacore."""
+             upstream_url: str, chat_ids: list[str], server_url: str,
+             facade_chats: list[str]) -> dict[str, Any]:
+    """The scenario against the upstream directly, then through generate and the facade."""
     timeout = (scenario.seconds or 0) + (scenario.count or 0) * 10 + 180
     direct_body = {"model": "bench-model", "stream": True,
                    "stream_options": {"include_usage": True},
@@ -134,21 +175,15 @@ def _measure(load_prefix: list[str], server: procs.Child, scenario: Scenario,
     requests = [_request(f"/v1/chats/{chat}/generate", port,
                          {"message": {"content": PROMPT}, "stream": True}, TOKEN)
                 for chat in chat_ids]
-    procs.settle(server.pid, window=0.25)
-    core = procs.server_cpu()
-    busy0 = procs.core_times(core)
-    cpu0 = procs.cpu_seconds(server.pid)
-    with procs.RssPeak(server.pid) as rss:
-        relayed = procs.load(load_prefix, _plan(port, requests, "event: delta", scenario,
-                                                "event: error"), timeout)
-        procs.settle(server.pid, window=0.25)  # streams cut at the end are still being saved
-    relayed["cpu_seconds"] = procs.cpu_seconds(server.pid) - cpu0
-    busy1 = procs.core_times(core)
-    relayed["core_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
-    relayed["rss_peak"] = rss.peak
-    if relayed["errors"]:
-        relayed["error_samples"] += server.error_lines()
-    return {"direct": direct, "evacore": relayed}
+    relayed = _relayed(load_prefix, server, _plan(port, requests, "event: delta", scenario,
+                                                  "event: error"), timeout)
+    model = "@" + _model_name(scenario.tokens, scenario.delay_ms)
+    turns = [_request("/v1/chat/completions", port, _facade_body(model, turn), TOKEN,
+                      {"X-Evacore-Chat": chat}) for chat in facade_chats for turn in (0, 1)]
+    facade = _relayed(load_prefix, server, {
+        **_plan(port, turns, '"delta":{"content"', scenario, 'data: {"error"'),
+        "per_stream": 2}, timeout)
+    return {"direct": direct, "evacore": relayed, "facade": facade}
 
 
 def _row(metric: str, value: float | None, unit: str, note: str,
@@ -166,10 +201,10 @@ def _cpu_per_tour_ms(scenario: Scenario, e: dict[str, Any]) -> float:
 
 
 def _scenario_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, Any]]:
-    s, d, e = scenario.name, result["direct"], result["evacore"]
+    s, d = scenario.name, result["direct"]
     note = scenario.describe()
     rows: list[dict[str, Any]] = []
-    for who, r in (("direct", d), ("evacore", e)):
+    for who, r in (("direct", d), ("evacore", result["evacore"]), ("facade", result["facade"])):
         if s != "long":
             rows.append(_row(f"{s}_{who}_streams_per_s", round(_rate(r), 2), "streams/s",
                              f"{note}; {r['completed']} streams in {r['elapsed']:.1f} s"))
@@ -182,69 +217,85 @@ def _scenario_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str,
             rows.append(_row(f"{s}_{who}_unfinished", r["unfinished"], "streams",
                              "still streaming when the client stopped waiting "
                              f"({r['elapsed']:.0f} s after the start); not counted as errors"))
-        must_be_clean = s == "s3" and who == "evacore"
+        must_be_clean = s == "s3" and who != "direct"
         rows.append(_row(f"{s}_{who}_errors", r["errors"], "errors",
                          "; ".join(r["error_samples"]) or note,
                          "= 0" if must_be_clean else None,
                          r["errors"] == 0 if must_be_clean else None))
+    rows += _target_rows(scenario, d, result["evacore"], "", "generate")
+    rows += _target_rows(scenario, d, result["facade"], "facade_", "facade")
+    return rows
+
+
+def _target_rows(scenario: Scenario, d: dict[str, Any], e: dict[str, Any], prefix: str,
+                 label: str) -> list[dict[str, Any]]:
+    """Added TTFT, throughput, CPU per token and per tour of one route (generate: no prefix,
+    the names the earlier results use; the facade: `facade_`)."""
+    s = scenario.name
+    rows: list[dict[str, Any]] = []
+    what = "evacore" if label == "generate" else "the facade"
     if s != "long":
         added = (statistics.median(e["ttft"]) - statistics.median(d["ttft"])) * 1000 \
             if e["ttft"] and d["ttft"] else float("nan")
         judged = s in ("s1", "s2")
-        rows.append(_row(f"{s}_added_ttft_p50_ms", round(added, 3), "ms",
-                         "evacore TTFT p50 minus direct TTFT p50; includes the user-message "
-                         "commit and prompt assembly", f"<= {ADDED_TTFT_MS:g} ms" if judged
-                         else None, added <= ADDED_TTFT_MS if judged else None))
+        rows.append(_row(f"{s}_{prefix}added_ttft_p50_ms", round(added, 3), "ms",
+                         f"{what} TTFT p50 minus direct TTFT p50; includes the user-message "
+                         "commit and prompt assembly" + ("" if label == "generate" else
+                                                         " and the chat lookup"),
+                         f"<= {ADDED_TTFT_MS:g} ms" if judged else None,
+                         added <= ADDED_TTFT_MS if judged else None))
     if s in ("s2", "s3"):
         ratio = _rate(e) / _rate(d) if _rate(d) else float("nan")
-        rows.append(_row(f"{s}_throughput_vs_direct", round(ratio, 3), "x",
-                         "evacore streams/s over direct streams/s",
+        rows.append(_row(f"{s}_{prefix}throughput_vs_direct", round(ratio, 3), "x",
+                         f"{what} streams/s over direct streams/s",
                          f">= {THROUGHPUT_RATIO:g}" if s == "s2" else None,
                          ratio >= THROUGHPUT_RATIO if s == "s2" else None))
     tokens = e["tokens"]
     per_token = e["cpu_seconds"] * 1e6 / tokens if tokens else float("nan")
     judged = s in ("s1", "s2", "s3")
     rows += [
-        _row(f"{s}_cpu_us_per_token", round(per_token, 1), "µs",
-             f"evacore utime+stime {e['cpu_seconds']:.2f} s / {tokens} tokens relayed; "
+        _row(f"{s}_{prefix}cpu_us_per_token", round(per_token, 1), "µs",
+             f"evacore utime+stime {e['cpu_seconds']:.2f} s / {tokens} tokens relayed "
+             f"({label}); "
              + (LITELLM if judged else "long answers: the per-tour cost is spread thin"
                 if s == "long" else "one token per upstream read: no burst to batch"),
              f"<= {CPU_US_PER_TOKEN:g} µs" if judged else None,
              per_token <= CPU_US_PER_TOKEN if judged else None),
     ]
     if scenario.count:  # every request ran to its end: the CPU divides cleanly
-        rows.append(_row(f"{s}_cpu_ms_per_tour", round(_cpu_per_tour_ms(scenario, e), 2), "ms",
-                         f"evacore CPU per generate request with {scenario.tokens} tokens"))
+        rows.append(_row(f"{s}_{prefix}cpu_ms_per_tour", round(_cpu_per_tour_ms(scenario, e), 2),
+                         "ms", f"evacore CPU per {label} request with {scenario.tokens} tokens"))
     share = e["cpu_seconds"] / e["elapsed"] * 100 if e["elapsed"] else float("nan")
-    rows.append(_row(f"{s}_evacore_cpu_share", round(share, 1), "% of a core",
+    rows.append(_row(f"{s}_{prefix or 'evacore_'}cpu_share", round(share, 1), "% of a core",
                      f"evacore's CPU time over the scenario's wall time; its core was busy "
                      f"{e['core_busy'] * 100:.0f}% of that time (the difference went to other "
                      "work on the machine)"))
     return rows
 
 
-def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario]) -> list[dict[str, Any]]:
+def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target: str = "evacore",
+                prefix: str = "") -> list[dict[str, Any]]:
     """Per-tour and per-token CPU from two answer lengths (S1 and long, one stream each)."""
     short, long_ = scenarios["s1"], scenarios["long"]
-    a = _cpu_per_tour_ms(short, results["s1"]["evacore"])
-    b = _cpu_per_tour_ms(long_, results["long"]["evacore"])
+    a = _cpu_per_tour_ms(short, results["s1"][target])
+    b = _cpu_per_tour_ms(long_, results["long"][target])
     marginal = (b - a) * 1000 / (long_.tokens - short.tokens)
     fixed = a - marginal * short.tokens / 1000
     paced = []
     if "paced" in results and scenarios["paced"].count:
         sc = scenarios["paced"]
-        per = (_cpu_per_tour_ms(sc, results["paced"]["evacore"]) - fixed) * 1000 / sc.tokens
+        per = (_cpu_per_tour_ms(sc, results["paced"][target]) - fixed) * 1000 / sc.tokens
         paced.append(_row(
-            "cpu_us_per_paced_token", round(per, 1), "µs",
+            f"{prefix}cpu_us_per_paced_token", round(per, 1), "µs",
             f"(CPU per paced tour - cpu_ms_per_tour_fixed) / {sc.tokens}: a token that arrives "
             f"alone ({sc.delay_ms:g} ms apart, as in S2 and S3) is read, relayed and written "
             "by itself"))
     return [
         *paced,
-        _row("cpu_us_per_extra_token", round(marginal, 1), "µs",
+        _row(f"{prefix}cpu_us_per_extra_token", round(marginal, 1), "µs",
              f"(CPU per {long_.tokens}-token tour - CPU per {short.tokens}-token tour) / "
              f"{long_.tokens - short.tokens}: the relay's own cost per token"),
-        _row("cpu_ms_per_tour_fixed", round(fixed, 2), "ms",
+        _row(f"{prefix}cpu_ms_per_tour_fixed", round(fixed, 2), "ms",
              f"CPU per {short.tokens}-token tour minus {short.tokens} x the per-token cost: "
              "everything a tour costs besides relaying tokens"),
     ]
@@ -269,17 +320,23 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             server, url = procs.server(server_prefix, folder, TOKEN)
             rss_start = procs.rss_bytes(server.pid)
             setup = _Setup(url)
-            connections = {key: setup.connection(base, key[0]) for key, (_, base) in ups.items()}
+            connections = {key: setup.connection(base, *key) for key, (_, base) in ups.items()}
             chats = {sc.name: setup.chats(connections[(sc.tokens, sc.delay_ms)], sc.concurrency)
                      for sc in scenarios}
-            setup.warm(setup.chats(connections[(by_name["s1"].tokens, 0)], 1)[0])
+            facade_chats = {sc.name: setup.chats(connections[(sc.tokens, sc.delay_ms)],
+                                                 sc.concurrency) for sc in scenarios}
+            s1 = by_name["s1"]
+            setup.warm(setup.chats(connections[(s1.tokens, 0)], 1)[0])
+            setup.warm_facade(setup.chats(connections[(s1.tokens, 0)], 1)[0],
+                              "@" + _model_name(s1.tokens, 0))
             setup.http.close()
             rss_idle = procs.rss_bytes(server.pid)
             speed_before = procs.calibrate()
             wakeups_before = procs.calibrate_wakeups()
             for sc in scenarios:
                 results[sc.name] = _measure(load_prefix, server, sc, ups[(sc.tokens,
-                                            sc.delay_ms)][1], chats[sc.name], url)
+                                            sc.delay_ms)][1], chats[sc.name], url,
+                                            facade_chats[sc.name])
                 rows += _scenario_rows(sc, results[sc.name])
         except Exception as exc:
             log = server.tail() if server is not None else ""
@@ -292,6 +349,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         speed_after = procs.calibrate()
         wakeups_after = procs.calibrate_wakeups()
     rows += _split_rows(results, by_name)
+    rows += _split_rows(results, by_name, "facade", "facade_")
     s2, s3 = by_name["s2"], by_name["s3"]
     peak2, peak3 = results["s2"]["evacore"]["rss_peak"], results["s3"]["evacore"]["rss_peak"]
     extra_kb = (peak3 - peak2) / (s3.concurrency - s2.concurrency) / 1024

@@ -5,6 +5,7 @@ Must not: decide roles from message text; roles come from the authenticated iden
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field, StrictBool
@@ -26,3 +27,20 @@ def env_for_role(role: str) -> dict[str, bool]:
         "trusted": role in ("master", "trusted"),
         "picture": False,
     }
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who is speaking, as an authenticated token says (every channel's caller)."""
+
+    user_id: str
+    name: str
+    role: str
+
+    @property
+    def is_master(self) -> bool:
+        return self.role == "master"
+
+    @property
+    def is_trusted(self) -> bool:
+        return self.role in ("master", "trusted")

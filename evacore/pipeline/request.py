@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import StrictBool, TypeAdapter, ValidationError
 
 from evacore.agent.tools.client_ops import make_client_op_tools
+from evacore.agent.tools.external import check_external_tools
 from evacore.domain._typed import describe
 from evacore.domain.connection_params import check_request_params
 from evacore.domain.images import Images
@@ -48,6 +49,12 @@ class TourRequest:
     system: list[str] = field(default_factory=list)
     """Extra system texts placed after the character's system prompt, protected, never
     stored as chat messages (the facade's client system/developer messages)."""
+    external_tools: list[dict[str, Any]] = field(default_factory=list)
+    """Tools the client declares and runs itself (OpenAI function tools). A call of one ends
+    the response after evacore's own calls of that answer have run."""
+    resume: bool = False
+    """Answer from the end of the chat without a new user message (a normal turn whose
+    input is the tool results the client stored on the last answer)."""
 
 
 def step_limit(asked: Any, limit: int) -> int:
@@ -98,10 +105,13 @@ def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
     if request.env and request.role == "master":
         overrides = {k: bool(v) for k, v in request.env.items()}
         env.update(overrides)
-    if request.mode == "normal" and not (request.text or images):
+    if request.resume and (request.mode != "normal" or request.text or images):
+        raise InvalidInput("resume is a normal turn without a new message")
+    if request.mode == "normal" and not (request.text or images or request.resume):
         raise InvalidInput("message.content is required in normal mode")
     client_ops = [dict(op) for op in request.client_ops]
     make_client_op_tools(client_ops)  # a malformed declaration is a 422 before the tour starts
+    external_tools = check_external_tools(list(request.external_tools))
     params = dict(request.params)
     if "max_steps" in params:
         params["max_steps"] = step_limit(params["max_steps"], max_steps)
@@ -111,6 +121,7 @@ def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
         chat_id=request.chat_id, user_id=request.user_id, role=request.role,
         mode=request.mode, stream=request.stream, env=env, env_overrides=overrides,
         input_text=request.text, input_images=images, params=params, client_ops=client_ops,
+        external_tools=external_tools,
     )
     if request.system:
         tour.data["client_system"] = [str(s) for s in request.system]

@@ -2,7 +2,9 @@
 
 Must not: build the prompt (stages 1-9) or save (stage 14). It works on the tour's prompt
 copy only: service insertions (`<system-reminder>`, `<system-interrupt>`) live there and
-are never stored or streamed (R6.5, R6.6).
+are never stored or streamed (R6.5, R6.6). A kept answer that calls a tool the client runs
+itself (`tour.external_tools`) ends the tour after evacore's own calls of that answer have
+run: `finish_reason` is `tool_calls` and the client's results come with its next request.
 """
 
 from __future__ import annotations
@@ -70,7 +72,18 @@ async def run_steps(core: Core, tour: Tour, stages: Sequence[Stage]) -> None:
             tour.answer = step.text
             tour.finish_reason = step.finish_reason or "stop"
             break
-        await _run_tools(core, tour, step, rules, tools)
+        external = tour.data.get("external_names") or frozenset()
+        own = [c for c in step.tool_calls if c["name"] not in external]
+        if len(own) < len(step.tool_calls):
+            for call in step.tool_calls:
+                if call["name"] in external:
+                    call["external"] = True
+            await _run_tools(core, tour, step, rules, tools, own)
+            tour.data.pop("step_results_prompt", None)
+            tour.answer = ""  # the text is the step's; the answer goes on in the next request
+            tour.finish_reason = "tool_calls"
+            break
+        await _run_tools(core, tour, step, rules, tools, own)
         tour.data["prompt_copy"] = [
             *tour.data["prompt_copy"],
             {
@@ -123,11 +136,11 @@ def _add_usage(tour: Tour, step: Step) -> None:
         tour.usage[key] = tour.usage.get(key, 0) + int(value or 0)
 
 
-async def _run_tools(core: Core, tour: Tour, step: Step, rules: Any, tools: Any) -> None:
-    """Execute the step's calls in order (adjacent concurrency-safe calls run together)."""
+async def _run_tools(core: Core, tour: Tour, step: Step, rules: Any, tools: Any,
+                     calls: list[dict[str, Any]]) -> None:
+    """Execute `calls` of the step in order (adjacent concurrency-safe calls run together)."""
     max_chars = core.settings.context.tool_result_max_chars
     outcomes: dict[str, ToolOutcome] = {}
-    calls = step.tool_calls
     i = 0
     while i < len(calls):
         batch = [calls[i]]

@@ -80,6 +80,8 @@ class Tour:
     params: dict[str, Any] = field(default_factory=dict)
     """Per-request generation parameters (sampler settings, prefill override, …)."""
     client_ops: list[dict[str, Any]] = field(default_factory=list)
+    external_tools: list[dict[str, Any]] = field(default_factory=list)
+    """Tools the client runs itself, as OpenAI function tools (never executed here)."""
     id: str = field(default_factory=new_id)
     seed: int = field(default_factory=lambda: random.SystemRandom().randrange(2**32))
     abort: AbortSignal = field(default_factory=AbortSignal)

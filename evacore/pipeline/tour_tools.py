@@ -1,7 +1,9 @@
 """What a tour's steps need before the first request: the offered tools and the stream rules.
 
 Must not: execute tools or judge answers; it only decides what this tour is offered (by
-role and environment, never by message text) and loads the rules' state.
+role and environment, never by message text) and loads the rules' state. Tools the client
+declares itself (`tour.external_tools`) are offered beside evacore's; on a name clash the
+client's declaration wins and evacore's tool of that name is not offered in this tour.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from evacore.agent.registry import ToolPolicy, ToolRegistry, ToolSettings
 from evacore.agent.tools.client_ops import make_client_op_tools
+from evacore.agent.tools.external import external_names
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -48,6 +51,12 @@ def tools_for_tour(core: Core, tour: Tour) -> TourTools:
     if tour.client_ops:
         registry = registry.with_tools(make_client_op_tools(tour.client_ops))
     offered = registry.offered(tour.role, tour.flags(), policy=policy)
+    if tour.external_tools:
+        theirs = external_names(tour.external_tools)
+        shadowed = [t.name for t in offered if t.name in theirs]
+        if shadowed:
+            tour.diagnostics["tools_shadowed"] = shadowed
+        offered = [t for t in offered if t.name not in theirs]
     services: dict[str, Any] = {
         "client_ops": core.client_ops,
         "emit_client_op": lambda call_id, name, args: tour.events.emit(
@@ -69,7 +78,11 @@ async def prepare_steps(core: Core, tour: Tour) -> None:
     tools = tools_for_tour(core, tour)
     tour.data["tools"] = tools
     schemas = ToolRegistry.schemas(tools.registry.get(n) for n in tools.registry.names())
-    tour.data["tool_schemas"] = schemas
     tour.diagnostics["tools_offered"] = [s["function"]["name"] for s in schemas]
+    if tour.external_tools:
+        tour.data["external_names"] = external_names(tour.external_tools)
+        tour.diagnostics["tools_external"] = sorted(tour.data["external_names"])
+        schemas = [*schemas, *tour.external_tools]
+    tour.data["tool_schemas"] = schemas
     if core.rules is not None:
         tour.data["rules"] = await core.rules.load_for_tour(tour)

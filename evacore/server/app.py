@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from evacore import __version__
+from evacore.channels.openai import routes as openai_facade
 from evacore.config import Settings, load_settings
 from evacore.core import Core, start_core
 from evacore.logs import get_logger
@@ -54,6 +55,7 @@ ROUTERS = [
     lorebooks.router,
     settings_routes.router,
     memory.router,
+    openai_facade.router,
     # One router per line.
 ]
 

@@ -6,31 +6,18 @@ checked token is trusted for a few seconds (store/token_cache.py) until users or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from evacore.domain.roles import Identity
 from evacore.errors import Forbidden, Unauthorized
-from evacore.store.users import hash_token, user_for_token
+from evacore.store.users import identify
+
+__all__ = ["AnyUser", "Identity", "Master", "Trusted", "current_identity"]
 
 _bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <token>`")
-
-
-@dataclass(frozen=True)
-class Identity:
-    user_id: str
-    name: str
-    role: str
-
-    @property
-    def is_master(self) -> bool:
-        return self.role == "master"
-
-    @property
-    def is_trusted(self) -> bool:
-        return self.role in ("master", "trusted")
 
 
 async def current_identity(
@@ -40,19 +27,9 @@ async def current_identity(
     if credentials is None or not credentials.credentials:
         raise Unauthorized("a bearer token is required")
     core = request.app.state.core
-    known = core.token_cache
-    key = hash_token(credentials.credentials)
-    hit = known.get(key)
-    if hit is not None:
-        return hit  # type: ignore[no-any-return]
-    async with core.session() as s:
-        await known.baseline(s)
-        user = await user_for_token(s, credentials.credentials)
-    if user is None:
-        known.forget(key)
+    identity = await identify(core.session, core.token_cache, credentials.credentials)
+    if identity is None:
         raise Unauthorized("the token is not valid")
-    identity = Identity(user_id=user.id, name=user.name, role=user.role)
-    known.put(key, identity)
     return identity
 
 

@@ -276,3 +276,28 @@ def variant_json(v: Variant) -> dict[str, Any]:
         "tour_id": v.tour_id,
         "created_at": v.created_at.isoformat() if v.created_at else None,
     }
+
+
+async def attach_results(session: AsyncSession, chat_id: str,
+                         results: dict[str, str]) -> list[str]:
+    """Store results a client supplied for calls of the chat's last answer that have none yet
+    (tools the client runs itself). Returns the call ids stored; other ids are ignored."""
+    msg = await last_message(session, chat_id)
+    if msg is None or msg.role != "assistant" or msg.active_variant_id is None:
+        return []
+    variant = await session.get(Variant, msg.active_variant_id)
+    if variant is None:
+        return []
+    steps = [dict(step) for step in variant.steps or []]
+    stored: list[str] = []
+    for step in steps:
+        have = {r.get("id") for r in step.get("results") or []}
+        added = [{"id": call["id"], "content": results[call["id"]]}
+                 for call in step.get("tool_calls") or []
+                 if call.get("id") in results and call.get("id") not in have]
+        if added:
+            step["results"] = [*(step.get("results") or []), *added]
+            stored.extend(r["id"] for r in added)
+    if stored:
+        variant.steps = steps
+    return stored

@@ -385,3 +385,24 @@ retrieval_chunks = Table(
     Index("ix_retrieval_chunks_document", "document_id"),
     Index("ix_retrieval_chunks_chat", "chat_id"),
 )
+
+
+class ChatBinding(Base):
+    """A conversation a client keeps on its side (the OpenAI facade's message list), bound
+    to the chat that holds it: digests of the client's view of the chat, looked up by scope."""
+
+    __tablename__ = "chat_bindings"
+    chat_id: Mapped[str] = mapped_column(
+        ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True
+    )
+    scope: Mapped[str] = mapped_column(String(64))
+    """Whose conversation with what (caller, character, connection, end user), hashed."""
+    full_digest: Mapped[str] = mapped_column(String(64))
+    """The client's view of the whole chat, as its next request would send it back."""
+    turn_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The same view without the last answer (what a regenerate sends again)."""
+    updated_at: Mapped[datetime] = _updated()
+    __table_args__ = (
+        Index("ix_chat_bindings_full", "scope", "full_digest"),
+        Index("ix_chat_bindings_turn", "scope", "turn_digest"),
+    )

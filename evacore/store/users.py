@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
-from evacore.domain.roles import ROLES
+from evacore.domain.roles import ROLES, Identity
 from evacore.errors import Conflict, InvalidInput, NotFound
 from evacore.store.settings import get_setting, put_setting
 from evacore.store.tables import ApiToken, User
-from evacore.store.token_cache import bump_epoch
+from evacore.store.token_cache import TokenCache, bump_epoch
 
 TOKEN_PREFIX = "evc_"
 CONFIGURED_KEY = "master_token_hash"
@@ -71,6 +73,28 @@ async def user_for_token(session: AsyncSession, token: str) -> User | None:
             update(ApiToken).where(ApiToken.id == row[1]).values(last_used_at=now)
         )
     return row[0]
+
+
+async def identify(
+    session: Callable[[], AbstractAsyncContextManager[AsyncSession]],
+    known: TokenCache,
+    token: str,
+) -> Identity | None:
+    """The identity a bearer token stands for, or None (every channel's check). `known`
+    trusts a checked token for a few seconds, until users or tokens change."""
+    key = hash_token(token)
+    hit = known.get(key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    async with session() as s:
+        await known.baseline(s)
+        user = await user_for_token(s, token)
+    if user is None:
+        known.forget(key)
+        return None
+    identity = Identity(user_id=user.id, name=user.name, role=user.role)
+    known.put(key, identity)
+    return identity
 
 
 async def list_users(session: AsyncSession) -> list[User]:

@@ -104,6 +104,20 @@ class Character:
             elif key in ("wi_before", "wi_after"):
                 tour.data.setdefault("anchors", []).append(key)
         self._authors_note(tour)
+        self._client_system(tour)
+
+    def _client_system(self, tour: Tour) -> None:
+        """A channel's client system texts (the facade's system/developer messages), as
+        sent: right after the main prompt, protected, never stored as chat messages."""
+        anchor = "main" if "main" in tour.prompt else None
+        for i, text in enumerate(tour.data.get("client_system") or ()):
+            el = _el(f"client_system:{i}", "system", text, "client.system", "system",
+                     protected=True)
+            if anchor is None:
+                tour.prompt.insert(i, el)
+            else:
+                tour.prompt.insert_after(anchor, el)
+            anchor = el.id
 
     async def _history(self, core: Core, tour: Tour) -> None:
         batch: list[HistoryMessage] = list(tour.data["history_batch"])

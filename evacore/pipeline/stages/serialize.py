@@ -22,12 +22,27 @@ if TYPE_CHECKING:
 REQUEST_PARAMS = (
     "temperature", "top_p", "top_k", "min_p", "typical_p", "repetition_penalty",
     "frequency_penalty", "presence_penalty", "seed", "stop", "max_tokens", "rep_pen",
-    "rep_pen_range", "tfs", "top_a", "mirostat", "mirostat_tau", "mirostat_eta",
+    "rep_pen_range", "tfs", "top_a", "mirostat", "mirostat_tau", "mirostat_eta", "tool_choice",
 )
+_OWN_FIELDS = ("max_tokens", "stop", "tool_choice")
+"""Params the request carries in its own fields (or, for `tool_choice`, on the first step only)."""
 
 
 def request_params(tour: Tour) -> dict[str, Any]:
-    return {k: v for k, v in tour.params.items() if k in REQUEST_PARAMS and k != "max_tokens"}
+    params = {k: v for k, v in tour.params.items() if k in REQUEST_PARAMS and k not in _OWN_FIELDS}
+    if "tool_choice" in tour.params and not tour.steps:
+        # a forced choice applies to the first step: after its tool results the model may
+        # answer (a loop forced to call tools would only end at the step limit)
+        params["tool_choice"] = tour.params["tool_choice"]
+    return params
+
+
+def request_stops(tour: Tour) -> list[str]:
+    """The template's stop strings and the request's own `params.stop` (a string or a list)."""
+    asked = tour.params.get("stop")
+    extra = [asked] if isinstance(asked, str) else asked if isinstance(asked, list) else []
+    stops = [*(tour.data.get("stop") or []), *(s for s in extra if isinstance(s, str) and s)]
+    return list(dict.fromkeys(stops))
 
 
 def _max_tokens(tour: Tour, connection_max: int) -> int:
@@ -56,7 +71,7 @@ class Serialize:
             tools=tour.data.get("tool_schemas") or [],
             params=request_params(tour),
             max_tokens=_max_tokens(tour, conn["max_tokens"]),
-            stop=list(tour.data.get("stop") or []),
+            stop=request_stops(tour),
             prefill=step_prefill,
             model=conn.get("model") or "",
         )
@@ -71,4 +86,6 @@ class Serialize:
                 messages = postprocess_prompt(messages, post["mode"], char_name=post["char_name"],
                                               user_name=post["user_name"])
             request.messages = messages
+        if not request.tools:
+            request.params.pop("tool_choice", None)  # APIs refuse a choice among no tools
         tour.data["request"] = request

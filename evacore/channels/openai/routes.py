@@ -1,0 +1,309 @@
+"""`GET /v1/models` and `POST /v1/chat/completions` (R14.1): OpenAI's protocol onto the
+core's one door. Every answer carries `X-Evacore-Chat` and `X-Evacore-Tour`.
+
+Must not: answer in any envelope but OpenAI's on these routes (401s and malformed bodies
+included), or let a tour outlive its client: a client that disconnects aborts the tour at
+once, which closes the upstream request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response, StreamingResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+
+from evacore.channels.openai import binding
+from evacore.channels.openai.chunks import ChunkWriter, completion
+from evacore.channels.openai.conversation import (
+    ChatBody,
+    Conversation,
+    Turn,
+    external_tools,
+    parse_body,
+    parse_messages,
+    tour_params,
+)
+from evacore.channels.openai.errors import FacadeError, error_line, from_code, from_evacore
+from evacore.channels.openai.models import list_models, resolve
+from evacore.domain.roles import Identity
+from evacore.errors import EvacoreError
+from evacore.logs import get_logger
+from evacore.pipeline.manager import RunningTour
+from evacore.pipeline.request import TourRequest
+from evacore.pipeline.tour import Tour
+from evacore.store.users import identify
+
+log = get_logger(__name__)
+CHAT_HEADER = "X-Evacore-Chat"
+TOUR_HEADER = "X-Evacore-Tour"
+Batch = list[tuple[str, dict[str, Any]]]
+
+
+class OpenAIRoute(APIRoute):
+    """A route whose every failure, FastAPI's own included, is OpenAI's error envelope."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handle = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except FacadeError as exc:
+                return exc.response()
+            except EvacoreError as exc:
+                return from_evacore(exc).response()
+            except RequestValidationError as exc:
+                return FacadeError(400, f"Invalid request: {exc.errors()[:1]}",
+                                   code="invalid_value").response()
+            except HTTPException as exc:
+                return FacadeError(exc.status_code, str(exc.detail)).response()
+            except Exception:
+                log.exception("openai.crashed")
+                return FacadeError(500, "The server had an error while processing the request.",
+                                   code="internal", type="server_error").response()
+
+        return handler
+
+
+router = APIRouter(route_class=OpenAIRoute, tags=["openai"])
+
+
+async def authenticate(request: Request) -> Identity:
+    """The caller from `Authorization: Bearer <evacore token>` (401 in OpenAI's envelope)."""
+    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise FacadeError(401, "You didn't provide an API key. Send your evacore token as "
+                          "`Authorization: Bearer <token>`.", code="missing_api_key")
+    core = request.app.state.core
+    who = await identify(core.session, core.token_cache, token)
+    if who is None:
+        raise FacadeError(401, "Incorrect API key provided: the evacore token is not valid.",
+                          code="invalid_api_key")
+    return who
+
+
+@router.get("/models")
+async def models(request: Request) -> Response:
+    """The characters (`<name>`) and connections (`@<name>`) a request may name as `model`."""
+    await authenticate(request)
+    async with request.app.state.core.session() as s:
+        data = await list_models(s)
+    return Response(orjson.dumps({"object": "list", "data": data}),
+                    media_type="application/json")
+
+
+@router.api_route("/models", methods=["POST", "PUT", "PATCH", "DELETE"],
+                  include_in_schema=False)
+@router.api_route("/chat/completions", methods=["GET", "PUT", "PATCH", "DELETE"],
+                  include_in_schema=False)
+async def wrong_method(request: Request) -> Response:
+    raise FacadeError(405, f"{request.method} is not allowed on {request.url.path}.",
+                      code="method_not_allowed")
+
+
+@router.post("/chat/completions", openapi_extra={"requestBody": {
+    "required": True, "content": {"application/json": {"schema": ChatBody.model_json_schema()}}}})
+async def chat_completions(request: Request) -> Response:
+    """OpenAI's chat completion, answered by a character through the whole pipeline."""
+    who = await authenticate(request)
+    core = request.app.state.core
+    body = parse_body(await request.body())
+    conv = parse_messages(body.messages)
+    tools = external_tools(body)
+    named = (request.headers.get(CHAT_HEADER) or "").strip() or None
+    async with core.session() as s:
+        target = await resolve(s, body.model)
+        plan = await binding.plan_for(s, who, target, conv, named=named, end_user=body.user)
+    try:
+        running = core.tours.start(TourRequest(
+            chat_id=plan.chat_id, user_id=who.user_id, role=who.role, text=plan.text,
+            images=plan.images, mode=plan.mode, stream=bool(body.stream),
+            params=tour_params(body, target.max_tokens), system=conv.system,
+            external_tools=tools, resume=plan.resume,
+        ))
+    except EvacoreError as exc:
+        return from_evacore(exc).response({CHAT_HEADER: plan.chat_id})
+    running.tour.diagnostics["openai"] = {"model": body.model, "binding": plan.how}
+    answer = Answer(core, plan, conv, running, body, frozenset(
+        t["function"]["name"] for t in tools))
+    if not body.stream:
+        return await answer.whole(request)
+    return await answer.stream(request)
+
+
+class Answer:
+    """One request's answer: the tour's events in OpenAI's shape, and the binding after it."""
+
+    def __init__(self, core: Any, plan: binding.Plan, conv: Conversation,
+                 running: RunningTour, body: ChatBody, external: frozenset[str]) -> None:
+        self.core, self.plan, self.conv, self.running = core, plan, conv, running
+        self.external = external
+        self.headers = {CHAT_HEADER: plan.chat_id, TOUR_HEADER: running.id}
+        self.writer = ChunkWriter(completion_id=f"chatcmpl-{running.id}", model=body.model,
+                                  include_usage=body.include_usage, external=external)
+        self.model = body.model
+        self.recorded = False
+
+    async def remember(self, answer: Turn | None) -> None:
+        if not self.recorded:
+            self.recorded = True
+            await binding.record(self.core, self.plan, self.conv, answer)
+
+    def remember_later(self) -> None:
+        """After a client left: the binding is written once the tour has saved what it had."""
+        if self.recorded:
+            return
+        self.recorded = True
+
+        async def later() -> None:
+            with contextlib.suppress(Exception):
+                await self.running.result()
+            try:
+                await binding.record(self.core, self.plan, self.conv, None)
+            except Exception:
+                log.warning("openai.binding_failed", exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(later())
+        _LATER.add(task)
+        task.add_done_callback(_LATER.discard)
+
+    async def whole(self, request: Request) -> Response:
+        gone = asyncio.ensure_future(_client_gone(request))
+        try:
+            await asyncio.wait({self.running.task, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not self.running.task.done():  # nobody waits for the answer any more
+                self.running.abort("client disconnected")
+                self.remember_later()
+            tour = await self.running.result()
+        except asyncio.CancelledError:
+            self.running.abort("client disconnected")
+            self.remember_later()
+            raise
+        finally:
+            gone.cancel()
+        if tour.error:
+            await self.remember(None)
+            return from_code(tour.error["code"], tour.error["message"]).response(self.headers)
+        content, calls = answer_of(tour)
+        await self.remember(turn_of(content, calls))
+        body = completion(completion_id=f"chatcmpl-{tour.id}", model=self.model,
+                          content=content, tool_calls=calls, reason=tour.finish_reason,
+                          usage=tour.usage)
+        return Response(orjson.dumps(body), media_type="application/json", headers=self.headers)
+
+    async def stream(self, request: Request) -> Response:
+        """Wait for the first chunk the client gets: a failure before it is a plain HTTP
+        error (OpenAI's envelope), after it one error line and `[DONE]`."""
+        events = aiter(self.running.batches())
+        gone = asyncio.ensure_future(_client_gone(request))
+        first = b""
+        batch: Batch | None = None
+        failed: dict[str, Any] | None = None
+        try:
+            while True:
+                nxt = asyncio.ensure_future(anext(events, None))
+                await asyncio.wait({nxt, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if not nxt.done():
+                    nxt.cancel()
+                    self.running.abort("client disconnected")
+                    self.remember_later()
+                    return Response(status_code=499)
+                batch = nxt.result()
+                if batch is None:
+                    break
+                first = self.writer.events(batch)
+                failed = next((d for n, d in batch if n == "error"), None)
+                if failed is not None and not self.writer.started:
+                    await self.running.result()
+                    await self.remember(None)
+                    return from_code(failed["code"], failed["message"]).response(self.headers)
+                if first or failed is not None:
+                    break
+        except asyncio.CancelledError:
+            self.running.abort("client disconnected")
+            self.remember_later()
+            raise
+        finally:
+            gone.cancel()
+        return FacadeStream(self, self._frames(first, events, failed))
+
+    async def _frames(self, first: bytes, events: AsyncIterator[Batch],
+                      failed: dict[str, Any] | None) -> AsyncIterator[bytes]:
+        if failed is not None:  # the first chunks and the failure came in one batch
+            await self.remember(None)
+            yield first + error_line(from_code(failed["code"], failed["message"]))
+            return
+        if first:
+            yield first
+        async for batch in events:
+            chunk = self.writer.events(batch)
+            failed = next((d for n, d in batch if n == "error"), None)
+            if failed is not None:
+                await self.remember(None)
+                yield chunk + error_line(from_code(failed["code"], failed["message"]))
+                return
+            if chunk:
+                yield chunk
+        tour = await self.running.result()
+        if tour.error:  # ended without an error event (not expected): still say so
+            await self.remember(None)
+            yield error_line(from_code(tour.error["code"], tour.error["message"]))
+            return
+        await self.remember(turn_of(self.writer.content, self.writer.tool_calls))
+        yield self.writer.finish(tour.finish_reason, tour.usage)
+
+
+_LATER: set[asyncio.Task[None]] = set()
+
+
+class FacadeStream(StreamingResponse):
+    """The answer's chunks as SSE. However the response ends (finished, client gone, the
+    server cancelled it), a tour still running then is aborted at once."""
+
+    def __init__(self, answer: Answer, frames: AsyncIterator[bytes]) -> None:
+        super().__init__(frames, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                                  **answer.headers})
+        self.answer = answer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self.answer.running.task.done():
+                self.answer.running.abort("client disconnected")
+            self.answer.remember_later()
+
+
+async def _client_gone(request: Request) -> None:
+    """Return when the client closes its connection (the body has been read already, so
+    the next ASGI message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def answer_of(tour: Tour) -> tuple[str, list[dict[str, Any]]]:
+    """The text the client gets (every kept step's text, the last as post-processed) and the
+    calls of its own tools that end the answer."""
+    if not tour.steps:
+        return tour.answer, []
+    last = tour.steps[-1]
+    before = "".join(step.text for step in tour.steps[:-1])
+    if last.tool_calls:
+        calls = [c for c in last.tool_calls if c.get("external")]
+        return before + last.text, calls if tour.finish_reason == "tool_calls" else []
+    return before + tour.answer, []
+
+
+def turn_of(content: str, calls: list[dict[str, Any]]) -> Turn:
+    return Turn("assistant", content,
+                tool_calls=tuple((c["id"], c["name"], c.get("arguments") or "") for c in calls))

@@ -1,0 +1,129 @@
+"""R14.1 conversation binding: the history continues a chat, the same request again is a new
+variant of its answer, anything else is a new chat holding the history; `X-Evacore-Chat`
+names the chat; chats are matched among one caller's own only."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+from fastapi import FastAPI
+
+from tests.channels.openai.conftest import messages, sdk, sent_messages
+from tests.conftest import make_user
+from tests.fakes.upstream import FakeUpstream
+
+pytestmark = pytest.mark.both_backends
+
+
+async def ask(oai: openai.AsyncOpenAI, msgs: list[dict], **kw) -> tuple[str, str, str]:
+    """(answer text, chat id, tour id)."""
+    raw = await oai.chat.completions.with_raw_response.create(model="@up", messages=msgs, **kw)
+    return (raw.parse().choices[0].message.content or "", raw.headers["x-evacore-chat"],
+            raw.headers["x-evacore-tour"])
+
+
+async def test_r14_1_history_continues_the_chat(oai: openai.AsyncOpenAI,
+                                                client: httpx.AsyncClient,
+                                                upstream: FakeUpstream) -> None:
+    upstream.script.reply("First answer.").reply("Second answer.")
+    convo = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "One?"}]
+    first, chat, tour1 = await ask(oai, convo)
+    convo += [{"role": "assistant", "content": first}, {"role": "user", "content": "Two?"}]
+    second, chat2, tour2 = await ask(oai, convo)
+    assert chat2 == chat and tour2 != tour1 and second == "Second answer."
+    stored = await messages(client, chat)
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "One?"), ("assistant", "First answer."), ("user", "Two?"),
+        ("assistant", "Second answer.")]
+    # the second request's prompt came from the chat: history and the new message
+    sent = [(m["role"], m["content"]) for m in sent_messages(upstream) if m["role"] != "system"]
+    assert sent == [("user", "One?"), ("assistant", "First answer."), ("user", "Two?")]
+
+
+async def test_r14_1_same_request_twice_is_a_second_variant(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    upstream.script.reply("Take one.").reply("Take two.")
+    convo = [{"role": "user", "content": "Tell me a joke."}]
+    a, chat, _ = await ask(oai, convo)
+    b, chat2, _ = await ask(oai, convo)
+    assert chat2 == chat and (a, b) == ("Take one.", "Take two.")
+    stored = await messages(client, chat)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert [v["content"] for v in stored[1]["variants"]] == ["Take one.", "Take two."]
+    assert stored[1]["content"] == "Take two."
+    # and the conversation goes on from the variant the client got last
+    upstream.script.reply("Glad you liked it.")
+    _, chat3, _ = await ask(oai, [*convo, {"role": "assistant", "content": b},
+                                  {"role": "user", "content": "Ha!"}])
+    assert chat3 == chat and len(await messages(client, chat)) == 4
+
+
+async def test_r14_1_unknown_history_is_a_new_chat_holding_it(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    upstream.script.reply("Seen before.").reply("Brand new.")
+    _, known, _ = await ask(oai, [{"role": "user", "content": "Hello"}])
+    convo = [{"role": "user", "content": "Earlier question"},
+             {"role": "assistant", "content": "Earlier answer"},
+             {"role": "user", "content": "And now?"}]
+    answer, chat, _ = await ask(oai, convo)
+    assert chat != known and answer == "Brand new."
+    stored = await messages(client, chat)
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "Earlier question"), ("assistant", "Earlier answer"), ("user", "And now?"),
+        ("assistant", "Brand new.")]
+    sent = [(m["role"], m["content"]) for m in sent_messages(upstream) if m["role"] != "system"]
+    assert sent == [("user", "Earlier question"), ("assistant", "Earlier answer"),
+                    ("user", "And now?")]
+
+
+async def test_r14_1_x_evacore_chat_names_the_chat(oai: openai.AsyncOpenAI,
+                                                   client: httpx.AsyncClient,
+                                                   upstream: FakeUpstream) -> None:
+    upstream.script.reply("Noted.").reply("You said apples.")
+    _, chat, _ = await ask(oai, [{"role": "user", "content": "I like apples."}])
+    # only the new message, the chat named: its own history is the context
+    answer, chat2, _ = await ask(oai, [{"role": "user", "content": "What do I like?"}],
+                                 extra_headers={"X-Evacore-Chat": chat})
+    assert chat2 == chat and answer == "You said apples."
+    assert [m["content"] for m in await messages(client, chat)] == [
+        "I like apples.", "Noted.", "What do I like?", "You said apples."]
+    with pytest.raises(openai.NotFoundError):
+        await ask(oai, [{"role": "user", "content": "x"}],
+                  extra_headers={"X-Evacore-Chat": "no-such-chat"})
+
+
+async def test_r14_1_chats_are_matched_among_the_callers_own(
+    app: FastAPI, oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    upstream.script.reply("For the master.").reply("For the guest.")
+    convo = [{"role": "user", "content": "Same words"}]
+    _, mine, _ = await ask(oai, convo)
+    token = await make_user(client, "guest", "visitor")
+    async with sdk(app, token) as guest:
+        answer, theirs, _ = await ask(guest, convo)
+        assert theirs != mine and answer == "For the guest."
+        with pytest.raises(openai.NotFoundError):  # someone else's chat does not exist
+            await ask(guest, convo, extra_headers={"X-Evacore-Chat": mine})
+    # another end user (OpenAI's `user` field) of the same token gets a chat of its own
+    upstream.script.reply("For Ann.")
+    _, ann, _ = await ask(oai, convo, user="ann")
+    assert ann not in (mine, theirs)
+
+
+async def test_r14_1_a_failed_answer_is_retried_in_the_same_chat(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    upstream.script.error(500, "down")
+    convo = [{"role": "user", "content": "Are you there?"}]
+    with pytest.raises(openai.APIStatusError) as info:
+        await ask(oai, convo)
+    chat = info.value.response.headers["x-evacore-chat"]
+    upstream.script.reply("Yes, now I am.")
+    answer, chat2, _ = await ask(oai, convo)
+    assert chat2 == chat and answer == "Yes, now I am."
+    stored = await messages(client, chat)
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "Are you there?"), ("assistant", "Yes, now I am.")]
