@@ -23,7 +23,7 @@ from evacore.domain._typed import describe
 from evacore.domain.connection_params import check_request_params
 from evacore.domain.images import Images
 from evacore.domain.roles import ENV_FLAGS, env_for_role
-from evacore.errors import InvalidInput
+from evacore.errors import Forbidden, InvalidInput
 from evacore.pipeline.tour import MODES, Tour
 
 
@@ -86,10 +86,17 @@ def _check_typed(request: TourRequest) -> None:
 
 
 def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
-    """The tour a request asks for; invalid requests raise `InvalidInput` (a 422)."""
+    """The tour a request asks for; invalid requests raise `InvalidInput` (a 422), client ops
+    from anyone but the master `Forbidden` (a 403)."""
     if request.mode not in MODES:
         raise InvalidInput(f"unknown mode {request.mode!r}; known: {', '.join(MODES)}")
     _check_typed(request)
+    if request.client_ops and request.role != "master":
+        raise Forbidden("only the master's tours may declare client ops: they run on the "
+                        "master's own machine")
+    if request.client_ops and not request.stream:
+        raise InvalidInput("client ops need \"stream\": true: the client learns each call's id "
+                           "from the stream's client_op events")
     images = list(request.images)
     env = env_for_role(request.role)
     env["client_ops"] = bool(request.client_ops)

@@ -114,3 +114,31 @@ async def test_r9_2_malformed_client_ops_are_422_before_the_tour_starts(
         assert r.status_code == 422, (case, r.text)
         assert r.json()["error"]["code"] in ("invalid_input", "validation_error"), case
     assert (await client.get(f"/v1/chats/{chat}/messages")).json()["messages"] == []
+
+
+async def test_r9_2_only_the_master_may_declare_client_ops(client: httpx.AsyncClient) -> None:
+    for role in ("guest", "trusted"):
+        headers = as_user(await make_user(client, role))
+        chat = await scripted_chat(client, [{"text": "never"}], headers)
+        r = await client.post(f"/v1/chats/{chat}/generate", headers=headers,
+                              json={"message": {"content": "hi"}, "client_ops": OPS})
+        assert r.status_code == 403, (role, r.text)
+        assert r.json()["error"]["code"] == "forbidden"
+        assert "master" in r.json()["error"]["message"]
+        assert (await client.get(f"/v1/chats/{chat}/messages",
+                                 headers=headers)).json()["messages"] == []
+        # without client ops the same person's tour runs
+        ok = await client.post(f"/v1/chats/{chat}/generate", headers=headers,
+                               json={"message": {"content": "hi"}, "stream": False})
+        assert ok.status_code == 200, ok.text
+
+
+async def test_r9_2_client_ops_without_a_stream_are_422(client: httpx.AsyncClient) -> None:
+    chat = await scripted_chat(client, [{"text": "never"}])
+    r = await client.post(f"/v1/chats/{chat}/generate",
+                          json={"message": {"content": "hi"}, "client_ops": OPS,
+                                "stream": False})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "invalid_input"
+    assert "stream" in r.json()["error"]["message"]
+    assert (await client.get(f"/v1/chats/{chat}/messages")).json()["messages"] == []
