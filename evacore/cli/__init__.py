@@ -178,6 +178,7 @@ def _register_groups() -> None:
     from evacore.cli import stats as _stats; app.command("stats")(_stats.stats)
     from evacore.cli import demo as _demo; app.command("demo")(_demo.demo)
     from evacore.cli import bench as _bench; app.command("bench")(_bench.bench)
+    from evacore.cli import chat as _chat; _chat.register(app)
 
 
 _register_groups()

@@ -1,0 +1,98 @@
+"""Puts a terminal chat together from its options: the API (remote, or served from the local
+data dir), the input (terminal or pipe), the client ops, then one message or the loop.
+
+Must not: parse command-line arguments (cli/chat.py does) or talk HTTP itself (api.py does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from evacore.channels.terminal.api import Api, ApiError, remote_api
+from evacore.channels.terminal.chat import ChatSession, describe_args
+from evacore.channels.terminal.ops import DEFAULT_OPS, OpRunner
+from evacore.channels.terminal.reader import PipeReader, Reader, TerminalReader
+from evacore.channels.terminal.render import consoles
+from evacore.config import Settings
+
+EXIT_OK, EXIT_TOUR_FAILED, EXIT_SETUP = 0, 1, 2
+HISTORY_FILE = "terminal_history"
+
+
+@dataclass
+class TerminalOptions:
+    url: str | None = None
+    token: str | None = None
+    chat_id: str | None = None
+    character: str | None = None
+    connection: str | None = None
+    message: str | None = None
+    root: Path | None = None
+    """With a root, the client ops in `allow` are declared and run inside it."""
+    allow: tuple[str, ...] = field(default=DEFAULT_OPS)
+    yes: bool = False
+    shell_timeout: float = 60.0
+    output_cap: int = 100_000
+
+
+def pick_reader(settings: Settings, err: Console) -> Reader:
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return TerminalReader(settings.data_dir / HISTORY_FILE)
+    return PipeReader(err)
+
+
+@contextlib.asynccontextmanager
+async def open_api(options: TerminalOptions, settings: Settings,
+                   err: Console) -> AsyncIterator[Api]:
+    if options.url:
+        api = remote_api(options.url, options.token or "")
+        try:
+            yield api
+        finally:
+            await api.http.aclose()
+        return
+    from evacore.channels.terminal.embedded import embedded_api
+
+    def announce(token: str) -> None:
+        err.print(f"created the master token (shown once, store it now): {token}",
+                  markup=False)
+
+    async with embedded_api(settings, on_bootstrap=announce) as api:
+        yield api
+
+
+async def run_terminal(options: TerminalOptions, settings: Settings) -> int:
+    """Run `evacore chat` / `evacore client`; returns the exit code."""
+    out, err = consoles()
+    reader = pick_reader(settings, err)
+    ops = None
+    if options.root is not None:
+        async def confirm(name: str, args: dict[str, Any]) -> bool:
+            return await reader.ask(f"{name} on this machine: {describe_args(name, args)}?")
+
+        ops = OpRunner(options.root, options.allow, confirm=None if options.yes else confirm,
+                       shell_timeout=options.shell_timeout, output_cap=options.output_cap)
+    try:
+        async with open_api(options, settings, err) as api:
+            session = ChatSession(api, reader, out, err, ops=ops)
+            try:
+                await session.open(options.chat_id, options.character, options.connection)
+            except ApiError as exc:
+                err.print(Text(f"error: {exc}", style="bold red"))
+                return EXIT_SETUP
+            if options.message is not None:
+                outcome = await session.generate("normal", options.message)
+                return EXIT_OK if outcome.completed else EXIT_TOUR_FAILED
+            await session.loop()
+            return EXIT_OK
+    except ApiError as exc:
+        err.print(Text(f"error: {exc}", style="bold red"))
+        return EXIT_SETUP
