@@ -51,10 +51,12 @@ def _error_of(response: httpx.Response, body: bytes) -> ApiError:
 class Api:
     """The calls the terminal makes; `http` carries the base URL and the bearer token."""
 
-    def __init__(self, http: httpx.AsyncClient, *, where: str) -> None:
+    def __init__(self, http: httpx.AsyncClient, *, where: str, socket: str | None = None) -> None:
         self.http = http
         self.where = where
         """What the person is talking to, for messages: a URL or the local data dir."""
+        self.socket = socket
+        """The Unix socket of an in-process server (embedded mode), else None."""
 
     async def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
@@ -71,10 +73,17 @@ class Api:
         return dict(await self.call("GET", "/v1/health"))
 
     async def connections(self) -> list[dict[str, Any]]:
-        return list(await self.call("GET", "/v1/connections"))
+        return list((await self.call("GET", "/v1/connections"))["connections"])
 
     async def characters(self) -> list[dict[str, Any]]:
-        return list(await self.call("GET", "/v1/characters"))
+        """Every character (summaries), page by page."""
+        found: list[dict[str, Any]] = []
+        while True:
+            page = await self.call("GET", "/v1/characters",
+                                   params={"limit": 1000, "offset": len(found)})
+            found.extend(page["characters"])
+            if not page["characters"] or len(found) >= int(page.get("total", 0)):
+                return found
 
     async def character(self, character_id: str) -> dict[str, Any]:
         return dict(await self.call("GET", f"/v1/characters/{character_id}"))

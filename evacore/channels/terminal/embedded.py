@@ -73,7 +73,7 @@ async def embedded_api(settings: Settings, *,
                 transport = httpx.AsyncHTTPTransport(uds=sock)
                 async with httpx.AsyncClient(transport=transport, timeout=30.0,
                                              base_url="http://evacore.local") as http:
-                    yield Api(http, where=f"the local data dir {settings.data_dir}")
+                    yield Api(http, where=f"the local data dir {settings.data_dir}", socket=sock)
             finally:
                 server.should_exit = True
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):

@@ -57,7 +57,7 @@ def run_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     def run(*args: str, input: str = "", env: dict[str, str] | None = None,
             timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "evacore", *args], input=input, capture_output=True,
+            [sys.executable, "-m", "evacore", *args], check=False, input=input, capture_output=True,
             text=True, cwd=ROOT, timeout=timeout,
             env=env or cli_env(tmp_path / "cli-data"))
 
