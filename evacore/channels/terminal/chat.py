@@ -172,7 +172,8 @@ class ChatSession:
             self.err.print("no tour yet in this chat")
             return
         tour = await self.api.tour(self.last_tour)
-        self.out.print(prompt_view(tour) if what == "prompt" else inspect_view(tour))
+        self.out.print(prompt_view(tour) if what == "prompt" else inspect_view(tour),
+                       soft_wrap=False)
 
     def help(self) -> None:
         for name, what in COMMANDS.items():

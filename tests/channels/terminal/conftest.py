@@ -1,4 +1,5 @@
-"""Fixtures for the terminal channel: one real `evacore serve` per module on loopback (SQLite),
+"""Fixtures for the terminal channel: one real `evacore serve` (per test process) on loopback
+(SQLite),
 a master API client for it, and `run_cli` to run `evacore chat` / `evacore client` as a
 subprocess of this worktree's package.
 
@@ -7,6 +8,7 @@ Must not: reach outside 127.0.0.1, or let a CLI run read the machine's own data 
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -25,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CLI_TIMEOUT = 60
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("srv") / "data"
     srv = ServerProcess(data, f"sqlite+aiosqlite:///{data.parent / 'evacore.db'}",
@@ -60,6 +62,30 @@ def run_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
             [sys.executable, "-m", "evacore", *args], check=False, input=input, capture_output=True,
             text=True, cwd=ROOT, timeout=timeout,
             env=env or cli_env(tmp_path / "cli-data"))
+
+    return run
+
+
+@pytest.fixture
+def invoke(tmp_path: Path) -> Callable[..., Any]:
+    """`invoke("chat", …, input=…)`: the same CLI in this process (Typer's CliRunner), for the
+    cases that need no terminal of their own; `.exit_code`, `.stdout`, `.stderr`."""
+    from typer.testing import CliRunner
+
+    from evacore.cli import app
+
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("EVACORE_")}
+    env.update(EVACORE_DATA_DIR=str(tmp_path / "cli-data"), EVACORE_LOG_FORMAT="json",
+               COLUMNS="120")
+
+    def run(*args: str, input: str = "") -> Any:
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        try:
+            return CliRunner(env=env).invoke(app, list(args), input=input)
+        finally:  # the CLI configured logging onto the runner's streams: put it back
+            root.handlers[:] = handlers
+            root.setLevel(level)
 
     return run
 

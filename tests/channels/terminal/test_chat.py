@@ -97,13 +97,18 @@ def test_r14_3_inspect_shows_lore_cuts_and_rule_firings(
     assert "requests sent: 2" in out
 
 
-def test_r14_3_chat_refuses_unknown_names_clearly(server: ServerProcess, run_cli) -> None:
-    done = run_cli(*remote(server, "--character", "Nobody At All"), input="hi\n")
-    assert done.returncode == 2
+def test_r14_3_chat_refuses_unknown_names_and_bad_tokens_clearly(
+        server: ServerProcess, invoke) -> None:
+    done = invoke(*remote(server, "--character", "Nobody At All"), input="hi\n")
+    assert done.exit_code == 2
     assert "no character named 'Nobody At All'" in done.stderr
-    bad_token = run_cli("chat", "--url", server.url, "--token", "evc_wrong", "-m", "hi")
-    assert bad_token.returncode == 2
+    bad_token = invoke("chat", "--url", server.url, "--token", "evc_wrong", "-m", "hi")
+    assert bad_token.exit_code == 2
     assert "HTTP 401" in bad_token.stderr
+    both = invoke(*remote(server, "--chat", "x", "--character", "y"))
+    assert both.exit_code == 2 and "not both" in both.stderr
+    unreachable = invoke("chat", "--url", "http://127.0.0.1:9", "--token", "t", "-m", "hi")
+    assert unreachable.exit_code == 2 and "cannot reach http://127.0.0.1:9" in unreachable.stderr
 
 
 def test_r14_3_chat_embedded_answers_with_the_mock_and_no_server(

@@ -160,37 +160,38 @@ def test_r14_3_a_client_tour_gets_the_local_shell_reminder_on_the_core_shell(
 
 
 def test_r14_3_message_exits_non_zero_when_the_tour_fails(
-        server: ServerProcess, api: httpx.Client, run_cli, tmp_path: Path) -> None:
+        server: ServerProcess, api: httpx.Client, invoke, tmp_path: Path) -> None:
     chat = scripted_chat(api, [{"error": {"status": 500, "message": "upstream boom"}}])
-    done = run_cli(*client_args(server, tmp_path, chat, "--yes", "--message", "hi"))
-    assert done.returncode == 1
+    done = invoke(*client_args(server, tmp_path, chat, "--yes", "--message", "hi"))
+    assert done.exit_code == 1
     assert "upstream boom" in done.stderr
     assert "failed" in done.stderr
 
 
 def test_r14_3_allow_limits_the_ops_and_bad_values_are_refused(
-        server: ServerProcess, api: httpx.Client, run_cli, tmp_path: Path) -> None:
+        server: ServerProcess, api: httpx.Client, invoke, tmp_path: Path) -> None:
     chat = scripted_chat(api, [{"text": "Fine."}])
-    done = run_cli(*client_args(server, tmp_path, chat, "--allow", "read_file,list_dir",
-                                "--message", "hello"))
-    assert done.returncode == 0, done.stderr
+    done = invoke(*client_args(server, tmp_path, chat, "--allow", "read_file,list_dir",
+                               "--message", "hello"))
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout == "Fine.\n"
     tour = api.get(f"/v1/tours/{tour_id_of(done.stderr)}").json()
     offered = [n for n in tour["diagnostics"]["tools_offered"] if n.startswith("client_")]
     assert offered == ["client_read_file", "client_list_dir"]
 
-    bad = run_cli(*client_args(server, tmp_path, chat, "--allow", "read_file,format_disk",
-                               "--message", "hello"))
-    assert bad.returncode == 2
+    bad = invoke(*client_args(server, tmp_path, chat, "--allow", "read_file,format_disk",
+                              "--message", "hello"))
+    assert bad.exit_code == 2
     assert "unknown op 'format_disk'" in bad.stderr
 
 
 def test_r14_3_a_guest_token_gets_a_clear_refusal(
-        server: ServerProcess, api: httpx.Client, run_cli, tmp_path: Path) -> None:
+        server: ServerProcess, api: httpx.Client, invoke, tmp_path: Path) -> None:
     guest = api.post("/v1/users", json={"name": "visitor", "role": "guest"}).json()["token"]
     args = ["client", "--url", server.url, "--token", guest, "--root", str(tmp_path),
             "--message", "hi"]
-    done = run_cli(*args)
-    assert done.returncode == 1
+    done = invoke(*args)
+    assert done.exit_code == 1
     assert "only the master's tours may declare client ops" in done.stderr
     assert "HTTP 403" in done.stderr
 
