@@ -1,7 +1,6 @@
 """Fixtures for the terminal channel: one real `evacore serve` (per test process) on loopback
-(SQLite),
-a master API client for it, and `run_cli` to run `evacore chat` / `evacore client` as a
-subprocess of this worktree's package.
+with SQLite, a master API client for it, `run_cli` to run `evacore chat` / `evacore client` as
+a subprocess of this worktree's package, and `invoke` to run them in this process.
 
 Must not: reach outside 127.0.0.1, or let a CLI run read the machine's own data dir.
 """
