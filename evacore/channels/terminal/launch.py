@@ -1,14 +1,16 @@
 """Puts a terminal chat together from its options: the API (remote, or served from the local
 data dir), the input (terminal or pipe), the client ops, then one message or the loop.
 
-Must not: parse command-line arguments (cli/chat.py does) or talk HTTP itself (api.py does).
+Must not: parse command-line arguments (cli/chat.py does), talk HTTP itself (api.py does) or
+start a core (the CLI hands in `local_api` for embedded mode).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,9 +51,13 @@ def pick_reader(settings: Settings, err: Console) -> Reader:
     return PipeReader(err)
 
 
+LocalApi = Callable[..., AbstractAsyncContextManager[Api]]
+"""`local_api(settings, on_bootstrap=…)`: an Api served from the local data dir (embedded mode)."""
+
+
 @contextlib.asynccontextmanager
-async def open_api(options: TerminalOptions, settings: Settings,
-                   err: Console) -> AsyncIterator[Api]:
+async def open_api(options: TerminalOptions, settings: Settings, err: Console,
+                   local_api: LocalApi | None) -> AsyncIterator[Api]:
     if options.url:
         api = remote_api(options.url, options.token or "")
         try:
@@ -59,18 +65,21 @@ async def open_api(options: TerminalOptions, settings: Settings,
         finally:
             await api.http.aclose()
         return
-    from evacore.channels.terminal.embedded import embedded_api
+    if local_api is None:
+        raise ApiError(0, "no_server", "give --url: this command needs a running server")
 
     def announce(token: str) -> None:
         err.print(f"created the master token (shown once, store it now): {token}",
                   markup=False)
 
-    async with embedded_api(settings, on_bootstrap=announce) as api:
+    async with local_api(settings, on_bootstrap=announce) as api:
         yield api
 
 
-async def run_terminal(options: TerminalOptions, settings: Settings) -> int:
-    """Run `evacore chat` / `evacore client`; returns the exit code."""
+async def run_terminal(options: TerminalOptions, settings: Settings, *,
+                       local_api: LocalApi | None = None) -> int:
+    """Run `evacore chat` / `evacore client`; returns the exit code. Without `options.url`
+    the chat runs on `local_api`."""
     out, err = consoles()
     reader = pick_reader(settings, err)
     ops = None
@@ -81,7 +90,7 @@ async def run_terminal(options: TerminalOptions, settings: Settings) -> int:
         ops = OpRunner(options.root, options.allow, confirm=None if options.yes else confirm,
                        shell_timeout=options.shell_timeout, output_cap=options.output_cap)
     try:
-        async with open_api(options, settings, err) as api:
+        async with open_api(options, settings, err, local_api) as api:
             session = ChatSession(api, reader, out, err, ops=ops)
             try:
                 await session.open(options.chat_id, options.character, options.connection)

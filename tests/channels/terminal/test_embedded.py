@@ -12,9 +12,9 @@ from pathlib import Path
 from rich.console import Console
 
 from evacore.channels.terminal.chat import ChatSession
-from evacore.channels.terminal.embedded import embedded_api
 from evacore.channels.terminal.ops import OpRunner
 from evacore.channels.terminal.reader import PipeReader
+from evacore.cli._embedded import embedded_api
 from evacore.config import Settings
 
 

@@ -1,5 +1,6 @@
-"""Embedded mode: the core of the local data dir and its HTTP app, served in this process on a
-private Unix socket, so `evacore chat` without `--url` runs the very same API as a server.
+"""Embedded mode of `evacore chat`: the core of the local data dir and its HTTP app, served in
+this process on a private Unix socket, so the chat without `--url` runs the very same API as a
+server. It lives with the CLI (like `serve`) so that channels never import the server.
 
 Must not: listen on any network address (the socket lives in a 0700 temporary folder and is
 removed on exit) or outlive the command. The person at the terminal owns the data dir, so
