@@ -15,8 +15,7 @@ from evacore.formats._json import dump_compact, parse_json_text
 from evacore.formats._st_dates import format_iso, parse_st_date
 from evacore.formats.limits import DEFAULT_LIMITS, Limits
 
-__all__ = ["StChat", "StMessage", "StVariant", "check_line_count", "parse_st_date",
-           "read_st_chat", "write_st_chat"]
+__all__ = ["StChat", "StMessage", "StVariant", "parse_st_date", "read_st_chat", "write_st_chat"]
 
 Role = Literal["user", "assistant", "system"]
 _HEADER_KEYS = ("user_name", "character_name")
@@ -202,7 +201,7 @@ def read_st_chat(data: bytes, limits: Limits | None = None) -> StChat:
     if len(data) > limits.max_input_bytes:
         raise TooLarge(f"the chat file is {len(data)} bytes; the limit is "
                        f"{limits.max_input_bytes}", limit=limits.max_input_bytes)
-    check_line_count(data.count(b"\n") + 1, limits)
+    _check_line_count(data.count(b"\n") + (not data.endswith(b"\n")), limits)
     rows: list[tuple[int, Any]] = []
     for number, line in _lines(data, limits):
         rows.append((number, parse_json_text(line, limits, f"chat line {number}")))
@@ -221,7 +220,7 @@ def read_st_chat(data: bytes, limits: Limits | None = None) -> StChat:
     return StChat(header, user, char, messages, has_header)
 
 
-def check_line_count(lines: int, limits: Limits) -> None:
+def _check_line_count(lines: int, limits: Limits) -> None:
     """TooLarge when a chat file has more lines than its messages and header may take."""
     cap = limits.max_chat_messages
     if lines > cap + 1:

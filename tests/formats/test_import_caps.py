@@ -160,6 +160,7 @@ def test_r8_2_chat_lines_counted_before_parsing() -> None:
     limits = Limits(max_chat_messages=5)
     line = '{"name":"U","is_user":true,"mes":"hi"}'
     assert len(read_st_chat(_chat(*[line] * 5), limits).messages) == 5
+    assert len(read_st_chat(_chat(*[line] * 5) + b"\n", limits).messages) == 5
     with pytest.raises(TooLarge, match="more than 5 messages"):
         read_st_chat(_chat(*[line] * 6), limits)
 

@@ -64,8 +64,8 @@ async def test_r12_4_stalled_reader_holds_the_queue_and_the_provider(
 ) -> None:
     openai_fake.script.add(Reply(flood_bytes=200 * MB, flood_piece=PIECE))
     tour = await _tour(client, core, openai_fake)
-    manager = core.services["tours"]
-    task = manager.start(tour)
+    manager = core.tours
+    task = manager.start(tour).task
     batches = tour.events.batches()
     first = await anext(batches)  # attached; now the reader stops reading
     assert first[0][0] == "tour"
@@ -89,7 +89,7 @@ async def test_r12_4_slow_reader_gets_every_byte(
     size = 2 * MB
     openai_fake.script.add(Reply(flood_bytes=size, flood_piece=PIECE))
     tour = await _tour(client, core, openai_fake)
-    task = core.services["tours"].start(tour)
+    task = core.tours.start(tour).task
     text, peak = 0, 0
     async for batch in tour.events.batches():
         peak = max(peak, sum(cost(n, d) for n, d in batch if n == "delta"))

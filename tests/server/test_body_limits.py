@@ -167,7 +167,7 @@ async def test_r8_import_whose_client_left_stores_nothing(core: Core) -> None:
 async def test_r8_2_chat_upload_refused_by_its_line_count_while_it_arrives(core: Core) -> None:
     from evacore.formats.limits import Limits
 
-    core.services["import_limits"] = Limits(max_chat_messages=100)
+    core.import_limits = Limits(max_chat_messages=100)
     head = (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; "
             f"filename=\"c.jsonl\"\r\n\r\n").encode()
     lines = [b'{"name":"U","is_user":true,"mes":"hi"}\n' * 50 for _ in range(20)]  # 1000
