@@ -177,3 +177,16 @@ async def test_r8_2_chat_upload_refused_by_its_line_count_while_it_arrives(core:
     assert ex.status == 413 and "more than 100 lines" in ex.body["error"]["message"]
     assert ex.reads < len(chunks) // 2  # refused long before the end of the upload
     assert await _chats(core) == before
+
+
+async def test_r14_facade_refusals_speak_openai(core: Core) -> None:
+    """The OpenAI facade's routes get the same cap, refused in OpenAI's error shape; they
+    check the token before reading the body by themselves, in that shape too."""
+    ex = await _call(core, "POST", "/v1/chat/completions", [b"{}"], length=LIMIT + 1)
+    assert ex.status == 413 and ex.reads == 0
+    assert set(ex.body["error"]) == {"message", "type", "param", "code"}
+    assert ex.body["error"]["type"] == "invalid_request_error"
+    ex = await _call(core, "POST", "/v1/chat/completions", [b" " * 1000] * 10)
+    assert ex.status == 413 and set(ex.body["error"]) == {"message", "type", "param", "code"}
+    ex = await _call(core, "POST", "/v1/chat/completions", [b"{}"], length=2, token=None)
+    assert ex.status == 401 and ex.body["error"]["code"] == "missing_api_key"
