@@ -74,6 +74,24 @@ class ContextSettings(BaseModel):
     """Share of the budget freed at once when history must be cut (R2.7)."""
 
 
+MiB = 1024 * 1024
+
+
+class LimitSettings(BaseModel):
+    """Request and stream caps (docs/api.md "Limits"); `EVACORE_LIMITS__<NAME>` or `[limits]`."""
+
+    max_body_bytes: int = Field(default=32 * MiB, ge=1024)
+    """Largest request body of a JSON route; a larger one is answered 413 before it is read
+    further, parsed or its sender authenticated (a declared `Content-Length` at once, a
+    chunked body the moment it passes the limit)."""
+    max_upload_bytes: int = Field(default=128 * MiB, ge=1024)
+    """Largest file an upload route takes (card, chat, lorebook and preset imports; the
+    multipart envelope may add 256 KiB). The file kinds have lower caps of their own."""
+    event_queue_bytes: int = Field(default=1 * MiB, ge=4096)
+    """Bytes of a streaming tour's events waiting for a slow client; once they are queued
+    the provider's stream is read no faster than the client reads the answer."""
+
+
 class Settings(BaseSettings):
     """Everything an operator can set. Nested fields use `__`, e.g. `EVACORE_AGENT__MAX_STEPS`."""
 
@@ -103,6 +121,7 @@ class Settings(BaseSettings):
     """An instance silent this long is gone; the others mark its running tours interrupted."""
     agent: AgentSettings = Field(default_factory=AgentSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import orjson
@@ -100,3 +100,49 @@ def fixtures_dir() -> Path:
 
 
 FIXTURES = fixtures_dir()
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """`VmRSS` (resident now) and `VmHWM` (peak resident) of a process, in MiB."""
+    out: dict[str, float] = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def reset_peak(pid: int) -> bool:
+    """Lower a process's `VmHWM` to its current RSS (Linux `clear_refs` 5); False when the
+    kernel refuses, so callers fall back to measuring against the RSS before."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class PeakGrowth:
+    """`with PeakGrowth(pid) as m: ...` → `m.mib`: how far the process's peak RSS rose above
+    its RSS at the start, `m.peak`: that peak, and `m.seconds`: how long the block took.
+    (Without `clear_refs` the peak is the process's lifetime peak: an overestimate.)"""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.mib = 0.0
+        self.peak = 0.0
+        """The peak RSS during the block (MiB)."""
+        self.seconds = 0.0
+
+    def __enter__(self) -> Self:
+        reset_peak(self.pid)
+        self._before = memory_mib(self.pid)["VmRSS"]
+        self._t0 = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.monotonic() - self._t0
+        self.peak = memory_mib(self.pid)["VmHWM"]
+        self.mib = self.peak - self._before

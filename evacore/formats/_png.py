@@ -1,18 +1,15 @@
 """PNG chunk walking for cards: verify structure and CRCs, read text chunks, strip/insert them.
 
-Must not: decode card JSON or base64 (cards.py does) or re-encode image pixels (except
-converting a non-PNG image once for export, and drawing the placeholder).
+Must not: decode card JSON or base64 (cards.py does) or touch image pixels (_images.py does).
 """
 
 from __future__ import annotations
 
-import io
 import struct
 import zlib
 from dataclasses import dataclass
-from functools import lru_cache
 
-from evacore.errors import ImportInvalid, InvalidInput, TooLarge
+from evacore.errors import ImportInvalid, TooLarge
 from evacore.formats.limits import Limits
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -150,28 +147,3 @@ def text_chunk(word: str, text: str) -> bytes:
 def insert_before_iend(stripped: bytes, chunks: list[bytes]) -> bytes:
     """Insert encoded chunks right before IEND of a PNG returned by `strip_card_chunks`."""
     return stripped[:-12] + b"".join(chunks) + stripped[-12:]
-
-
-def ensure_png(image: bytes) -> bytes:
-    """Return PNG bytes: PNGs (and APNGs) pass through untouched, other images are converted."""
-    if image.startswith(SIGNATURE):
-        return image
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(image)) as img:
-            out = io.BytesIO()
-            img.save(out, format="PNG")
-            return out.getvalue()
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise InvalidInput(f"the card image cannot be converted to PNG: {exc}") from None
-
-
-@lru_cache(maxsize=1)
-def placeholder() -> bytes:
-    """A small 2:3 placeholder portrait for cards that have no image."""
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.new("RGB", (64, 96), (96, 88, 128)).save(out, format="PNG")
-    return out.getvalue()

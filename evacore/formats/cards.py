@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from evacore.errors import ImportInvalid, TooLarge, UnsupportedMedia
-from evacore.formats import _assets, _card_data, _png
+from evacore.formats import _assets, _card_data, _images, _png
 from evacore.formats._card_model import Card, CardAsset, default_assets
 from evacore.formats._charx import ZIP_MAGIC, Archive, write_archive
 from evacore.formats._json import dump_compact, dump_pretty, load_json_bytes
@@ -57,7 +57,8 @@ def detect_card_kind(data: bytes) -> CardKind:
 
 
 def read_card(data: bytes, filename: str | None = None, limits: Limits | None = None) -> Card:
-    """Read a card from PNG/APNG, JSON or CHARX bytes; malformed input raises ImportInvalid."""
+    """Read a card from PNG/APNG, JSON or CHARX bytes; malformed input raises ImportInvalid,
+    a card image or image asset past `max_image_pixels` (read from its header) TooLarge."""
     limits = limits or DEFAULT_LIMITS
     try:
         if len(data) > limits.max_input_bytes:
@@ -67,16 +68,36 @@ def read_card(data: bytes, filename: str | None = None, limits: Limits | None = 
             )
         kind = detect_card_kind(data)
         if kind == "png":
-            return _read_png(data, limits)
-        if kind == "charx":
-            return _read_charx(data, limits)
-        warnings: list[str] = []
-        obj = load_json_bytes(data, limits, "the card JSON", warnings=warnings)
-        return _build(obj, None, _NO_FILES, warnings)
+            card = _read_png(data, limits)
+        elif kind == "charx":
+            card = _read_charx(data, limits)
+        else:
+            warnings: list[str] = []
+            obj = _load_card_json(data, limits, "the card JSON", warnings)
+            card = _build(obj, None, _NO_FILES, warnings)
+        _check_images(card, limits)
+        return card
     except (ImportInvalid, TooLarge, UnsupportedMedia) as exc:
         if filename:
             exc.details.setdefault("filename", filename)
         raise
+
+
+def _load_card_json(payload: bytes, limits: Limits, what: str, warnings: list[str]) -> Any:
+    """The card JSON; a `character_book` past `max_lore_entries` is refused before parsing."""
+    return load_json_bytes(payload, limits, what, warnings=warnings,
+                           max_items=limits.max_lore_entries)
+
+
+def _check_images(card: Card, limits: Limits) -> None:
+    """Refuse the card when its image or an image asset declares more pixels than allowed."""
+    cap = limits.max_image_pixels
+    if card.image is not None:
+        _images.check_pixels(card.image, cap, "the card image")
+    for asset in card.assets:
+        if asset.data is not None and asset.data is not card.image:
+            _images.check_pixels(asset.data, cap, f"the card's {asset.type or 'asset'} "
+                                                  f"{asset.name!r}")
 
 
 def parse_card_object(obj: Any, image: bytes | None = None) -> Card:
@@ -137,7 +158,7 @@ def _read_png(data: bytes, limits: Limits) -> Card:
         what = f"the PNG {word!r} chunk"
         try:
             payload = _decode_base64(_png.text_value(firsts[word], limits), what)
-            obj = load_json_bytes(payload, limits, what, warnings=warnings)
+            obj = _load_card_json(payload, limits, what, warnings)
             _card_data.split_card_object(obj, [])
         except (ImportInvalid, TooLarge) as exc:
             failure = failure or exc
@@ -165,7 +186,7 @@ def _read_charx(data: bytes, limits: Limits) -> Card:
         raise ImportInvalid("the CHARX archive has no card.json at its root")
     warnings: list[str] = []
     card_bytes = archive.read("card.json")
-    obj = load_json_bytes(card_bytes, limits, "CHARX card.json", warnings=warnings)
+    obj = _load_card_json(card_bytes, limits, "CHARX card.json", warnings)
     used = {"card.json"}
 
     def lookup(path: str) -> bytes | None:
@@ -231,14 +252,15 @@ def write_json(card: Card) -> bytes:
     return dump_pretty(card_to_object(card))
 
 
-def write_png(card: Card, image: bytes | None = None) -> bytes:
+def write_png(card: Card, image: bytes | None = None, limits: Limits | None = None) -> bytes:
     """The card image with a V2 backfill `chara` chunk and a V3 `ccv3` chunk (old ones removed).
 
-    Uses `image`, else the card image, else its main icon, else a small placeholder.
+    Uses `image`, else the card image, else its main icon, else a small placeholder. A
+    non-PNG image is converted when it has at most `max_image_pixels` (else InvalidInput).
     """
     icon = _assets.main_icon(card.assets)
-    source = image or card.image or (icon.data if icon else None) or _png.placeholder()
-    png = _png.ensure_png(source)
+    source = image or card.image or (icon.data if icon else None) or _images.placeholder()
+    png = _images.ensure_png(source, (limits or DEFAULT_LIMITS).max_image_pixels)
     stripped = _png.strip_card_chunks(png, _png.walk(png, Limits(max_text_bytes=len(png))))
     data = dict(card.data)
     data.pop("assets", None)

@@ -5,12 +5,13 @@ Must not: store chats or build prompts; it maps lines to StChat and back, keepin
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from evacore.errors import ImportInvalid, TooLarge
-from evacore.formats._json import decode_utf8, dump_compact, parse_json_text
+from evacore.formats._json import dump_compact, parse_json_text
 from evacore.formats._st_dates import format_iso, parse_st_date
 from evacore.formats.limits import DEFAULT_LIMITS, Limits
 
@@ -112,7 +113,15 @@ def _mirror(content: str, created_at: datetime | None, other: dict[str, Any]) ->
                      parse_st_date(other.get("gen_finished")))
 
 
-def _message(obj: Any, line: int) -> StMessage:
+def _capped_text(value: Any, line: int, cap: int, what: str) -> str:
+    text = _text(value)
+    if len(text) > cap:
+        raise TooLarge(f"line {line}: {what} is {len(text)} characters; the limit is {cap}",
+                       limit=cap, line=line)
+    return text
+
+
+def _message(obj: Any, line: int, cap: int) -> StMessage:
     if not isinstance(obj, dict):
         raise ImportInvalid(f"line {line}: a chat message must be a JSON object", line=line)
     if not any(key in obj for key in ("mes", "is_user", "swipes")):
@@ -121,14 +130,14 @@ def _message(obj: Any, line: int) -> StMessage:
     if not isinstance(extra, dict):
         raise ImportInvalid(f"line {line}: 'extra' must be an object", line=line)
     other = {k: v for k, v in obj.items() if k not in _MESSAGE_KEYS}
-    content = _text(obj.get("mes"))
+    content = _capped_text(obj.get("mes"), line, cap, "the message")
     raw_send_date = obj.get("send_date")
     created_at = parse_st_date(raw_send_date)
     if created_at is None and "send_date" in obj:
         other["send_date"] = raw_send_date
     swipes = obj.get("swipes")
     if isinstance(swipes, list) and swipes:
-        texts = [_text(s) for s in swipes]
+        texts = [_capped_text(s, line, cap, f"swipe {i + 1}") for i, s in enumerate(swipes)]
         infos = obj.get("swipe_info")
         if "swipe_info" in obj and not isinstance(infos, list):
             other["swipe_info"] = infos
@@ -155,30 +164,68 @@ def _is_header(obj: Any) -> bool:
         "user_name" in obj or "character_name" in obj or "chat_metadata" in obj)
 
 
+def _lines(data: bytes, limits: Limits) -> Iterator[tuple[int, str]]:
+    """(number, text) of each non-blank line, decoded one at a time; a line past
+    `max_text_bytes` is refused before it is decoded."""
+    cap = limits.max_text_bytes
+    start, number, total = 0, 0, len(data)
+    if data.startswith(b"\xef\xbb\xbf"):
+        start = 3
+    elif data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ImportInvalid("the chat file is UTF-16 text; only UTF-8 is accepted")
+    while start <= total:
+        end = data.find(b"\n", start)
+        end = total if end < 0 else end
+        number += 1
+        if end - start > cap:
+            raise TooLarge(f"chat line {number} is {end - start} bytes; the limit is {cap}",
+                           limit=cap, line=number)
+        raw = data[start:end]
+        start = end + 1
+        if not raw.strip():
+            continue
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ImportInvalid(f"the chat file is not valid UTF-8 (line {number}, bad byte "
+                                f"at offset {exc.start})", line=number) from None
+
+
 def read_st_chat(data: bytes, limits: Limits | None = None) -> StChat:
-    """Parse SillyTavern/TavernAI chat JSONL; a line that is not JSON raises with its number."""
+    """Parse SillyTavern/TavernAI chat JSONL; a line that is not JSON raises with its number.
+
+    Counts come first: more lines than `max_chat_messages` (plus the header), a line past
+    `max_text_bytes` or a message or swipe past `max_message_chars` is TooLarge.
+    """
     limits = limits or DEFAULT_LIMITS
     if len(data) > limits.max_input_bytes:
         raise TooLarge(f"the chat file is {len(data)} bytes; the limit is "
                        f"{limits.max_input_bytes}", limit=limits.max_input_bytes)
-    text = decode_utf8(data, "the chat file")
+    _check_line_count(data.count(b"\n") + (not data.endswith(b"\n")), limits)
     rows: list[tuple[int, Any]] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip():
-            rows.append((number, parse_json_text(line, limits, f"chat line {number}")))
+    for number, line in _lines(data, limits):
+        rows.append((number, parse_json_text(line, limits, f"chat line {number}")))
     if not rows:
         raise ImportInvalid("the chat file has no lines")
     header: dict[str, Any] = {}
     has_header = _is_header(rows[0][1])
     if has_header:
         header = dict(rows.pop(0)[1])
-    messages = [_message(obj, number) for number, obj in rows]
+    messages = [_message(obj, number, limits.max_message_chars) for number, obj in rows]
     names = {key: header.pop(key, None) for key in _HEADER_KEYS}
     user = names["user_name"] if isinstance(names["user_name"], str) else _first_name(
         messages, "user")
     char = names["character_name"] if isinstance(names["character_name"], str) else _first_name(
         messages, "assistant")
     return StChat(header, user, char, messages, has_header)
+
+
+def _check_line_count(lines: int, limits: Limits) -> None:
+    """TooLarge when a chat file has more lines than its messages and header may take."""
+    cap = limits.max_chat_messages
+    if lines > cap + 1:
+        raise TooLarge(f"the chat file has more than {cap} messages (lines); the limit is {cap}",
+                       limit=cap)
 
 
 def _first_name(messages: list[StMessage], role: Role) -> str:

@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from evacore.errors import ImportInvalid
+from evacore.formats._json import load_json_bytes
+from evacore.formats.limits import DEFAULT_LIMITS, Limits
 from evacore.lore.model import CharacterFilter, Lorebook, LoreEntry, Position, Role
 
-__all__ = ["from_character_book", "read_world_info", "to_character_book", "write_world_info"]
+__all__ = ["from_character_book", "load_world_info_file", "read_world_info", "to_character_book",
+           "write_world_info"]
 
 # (model field, ST World Info name, card-book extension name or None, kind, default)
 _FIELDS: tuple[tuple[str, str, str | None, str, Any], ...] = (
@@ -194,6 +197,16 @@ def _load(data: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
         obj = json.loads(text)
     except ValueError as exc:
         raise ImportInvalid(f"the lorebook is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ImportInvalid("a lorebook must be a JSON object")
+    return obj
+
+
+def load_world_info_file(data: bytes, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """The JSON object of an untrusted lorebook file (UTF-8, at most `max_text_bytes`); its
+    entries are counted before it is parsed, so a book past `max_lore_entries` is TooLarge
+    without being built."""
+    obj = load_json_bytes(data, limits, "the lorebook", max_items=limits.max_lore_entries)
     if not isinstance(obj, dict):
         raise ImportInvalid("a lorebook must be a JSON object")
     return obj

@@ -1,11 +1,10 @@
 """Small helpers for turning imported values into storable row values.
 
-Must not: know any file format; it only makes ids, column-safe text and strict JSON.
+Must not: know any file format; it only makes ids and column-safe text.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from evacore.domain.ids import new_id
@@ -40,22 +39,3 @@ def checked_name(value: Any, max_len: int, what: str) -> str:
     if len(text) > max_len:
         raise ImportInvalid(f"{what} is longer than {max_len} characters")
     return text
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def strict_json(data: bytes, what: str) -> Any:
-    """Parse UTF-8 JSON without NaN/Infinity; deep nesting and bad bytes become ImportInvalid."""
-    raw = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ImportInvalid(f"{what} is not valid UTF-8 (byte {exc.start})") from None
-    try:
-        return json.loads(text, parse_constant=_no_constants)
-    except RecursionError:
-        raise ImportInvalid(f"{what} is nested too deeply") from None
-    except ValueError as exc:
-        raise ImportInvalid(f"{what} is not valid JSON: {exc}") from None

@@ -19,8 +19,7 @@ from evacore.errors import EvacoreError, TooLarge
 from evacore.formats.cards import read_card
 from evacore.formats.presets import read_preset
 from evacore.formats.st_chat import read_st_chat
-from evacore.formats.worldinfo import read_world_info
-from evacore.importing._rows import strict_json
+from evacore.formats.worldinfo import load_world_info_file, read_world_info
 from evacore.importing.characters import store_card
 from evacore.importing.chats import store_st_chat
 from evacore.importing.detect import detect_kind
@@ -111,13 +110,13 @@ class Importer:
         return FileResult(path, "card", "imported", detail, ids, stored.warnings)
 
     async def _import_lorebook(self, path: Path, data: bytes) -> FileResult:
-        if len(data) > self.limits.max_text_bytes:
-            raise TooLarge(f"the lorebook is {len(data)} bytes; the limit is "
-                           f"{self.limits.max_text_bytes}")
-        obj = strict_json(data, "the lorebook")
+        obj = load_world_info_file(data, self.limits)  # size and entries checked first
         book = read_world_info(obj)
         if not book.name:
             book = read_world_info(obj, name=path.stem)
+        cap = self.limits.max_lore_entries
+        if len(book.entries) > cap:
+            raise TooLarge(f"a lorebook holds at most {cap} entries", limit=cap)
         async with self.core.session() as s:
             row = await save_lorebook(s, book)
         return FileResult(path, "lorebook", "imported",

@@ -1,5 +1,6 @@
 """Read an uploaded file from an HTTP request: a multipart `file` field or a raw JSON body,
-counting bytes as they arrive so an oversized upload stops early (413).
+counting bytes (and, for line files, lines) as they arrive so an oversized upload stops
+early (413).
 
 Must not: look inside the file (the formats readers do) or touch the database.
 """
@@ -7,7 +8,7 @@ Must not: look inside the file (the formats readers do) or touch the database.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.datastructures import UploadFile
@@ -20,6 +21,8 @@ from evacore.formats.limits import DEFAULT_LIMITS, Limits
 MULTIPART_SLACK = 256 * 1024
 """Bytes allowed on top of the file limit for multipart boundaries, headers and fields."""
 MAX_FIELD_BYTES = 64 * 1024
+LINE_SLACK = 64
+"""Lines allowed on top of a line cap for the multipart envelope (boundaries, part headers)."""
 
 UPLOAD_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -30,9 +33,16 @@ UPLOAD_SCHEMA: dict[str, Any] = {
 
 
 def import_limits(core: Any) -> Limits:
-    """The core's limits for imports (`core.import_limits`), else the defaults."""
+    """The core's limits for imports (`core.import_limits`), else the defaults; the default
+    limits take the file size the settings allow (`limits.max_upload_bytes`)."""
     limits = getattr(core, "import_limits", None)
-    return limits if isinstance(limits, Limits) else DEFAULT_LIMITS
+    if not isinstance(limits, Limits):
+        limits = DEFAULT_LIMITS
+    upload = getattr(getattr(getattr(core, "settings", None), "limits", None),
+                     "max_upload_bytes", None)
+    if limits == DEFAULT_LIMITS and isinstance(upload, int) and upload != limits.max_input_bytes:
+        return replace(limits, max_input_bytes=upload)
+    return limits
 
 
 def upload_body(*, json_body: bool = False, fields: dict[str, Any] | None = None
@@ -58,13 +68,24 @@ def _too_large(limit: int) -> TooLarge:
     return TooLarge(f"the upload is larger than {limit} bytes", limit=limit)
 
 
-async def _capped(request: Request, cap: int) -> AsyncIterator[bytes]:
+def _too_many_lines(limit: int) -> TooLarge:
+    return TooLarge(f"the upload has more than {limit} lines; the limit is {limit}", limit=limit)
+
+
+async def _capped(request: Request, cap: int, max_lines: int | None = None
+                  ) -> AsyncIterator[bytes]:
     seen = 0
+    lines = 0
+    line_cap = -1 if max_lines is None else max_lines + LINE_SLACK
     try:
         async for chunk in request.stream():
             seen += len(chunk)
             if seen > cap:
                 raise _too_large(cap)
+            if line_cap >= 0:
+                lines += chunk.count(b"\n")
+                if lines > line_cap:
+                    raise _too_many_lines(max_lines or 0)
             yield chunk
     except ClientDisconnect:
         raise BadRequest("the client disconnected during the upload") from None
@@ -80,24 +101,33 @@ async def _drain(stream: AsyncIterator[bytes]) -> None:
         pass
 
 
-async def _raw(request: Request, cap: int) -> bytes:
-    parts = [chunk async for chunk in _capped(request, cap)]
-    return b"".join(parts)
+async def _raw(request: Request, cap: int, max_lines: int | None) -> bytes:
+    buffer = bytearray()
+    async for chunk in _capped(request, cap, max_lines):
+        buffer += chunk
+    return bytes(buffer)
 
 
-async def read_upload(request: Request, limits: Limits, *, json_body: bool = False) -> Upload:
-    """The uploaded bytes; 413 past the limit, 415 for another content type, 400 for a broken
-    multipart body or a missing `file` field."""
-    limit = limits.max_input_bytes
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_SLACK:
-        raise _too_large(limit)
+async def read_upload(request: Request, limits: Limits, *, json_body: bool = False,
+                      max_bytes: int | None = None, max_lines: int | None = None) -> Upload:
+    """The uploaded bytes; 413 past the limit (`max_bytes`, default the limits' file size)
+    or past `max_lines` newlines, 415 for another content type, 400 for a broken multipart
+    body or a missing `file` field. A raw JSON body is a file in itself: it may not be
+    larger than the limits' `max_text_bytes`."""
+    limit = limits.max_input_bytes if max_bytes is None else max_bytes
     ctype = request.headers.get("content-type", "")
     main = ctype.split(";", 1)[0].strip().lower()
+    as_json = json_body and (main == "application/json" or main.endswith("+json"))
+    if as_json:
+        limit = min(limit, limits.max_text_bytes)
+    declared = request.headers.get("content-length")
+    slack = 0 if as_json else MULTIPART_SLACK
+    if declared is not None and declared.isdigit() and int(declared) > limit + slack:
+        raise _too_large(limit)
     if main == "multipart/form-data":
-        return await _multipart(request, limit)
-    if json_body and (main == "application/json" or main.endswith("+json")):
-        content = await _raw(request, limit)
+        return await _multipart(request, limit, max_lines)
+    if as_json:
+        content = await _raw(request, limit, max_lines)
         return Upload(content=content, kind="json")
     accepted = "multipart/form-data with a `file` field"
     if json_body:
@@ -106,8 +136,8 @@ async def read_upload(request: Request, limits: Limits, *, json_body: bool = Fal
     raise UnsupportedMedia(f"send {accepted} (got {main or 'no content type'})")
 
 
-async def _multipart(request: Request, limit: int) -> Upload:
-    stream = _capped(request, limit + MULTIPART_SLACK)
+async def _multipart(request: Request, limit: int, max_lines: int | None) -> Upload:
+    stream = _capped(request, limit + MULTIPART_SLACK, max_lines)
     parser = MultiPartParser(request.headers, stream, max_files=2, max_fields=16,
                              max_part_size=MAX_FIELD_BYTES)
     try:

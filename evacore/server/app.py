@@ -5,17 +5,25 @@ Must not: contain endpoint logic (routes/) or start the core outside the lifespa
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
+from starlette.routing import compile_path
 
 from evacore import __version__
 from evacore.channels.openai import routes as openai_facade
+from evacore.channels.openai.errors import FacadeError
 from evacore.config import Settings, load_settings
 from evacore.core import Core, start_core
+from evacore.importing.upload import MULTIPART_SLACK
 from evacore.logs import get_logger
+from evacore.server.auth import TokenBeforeBody
 from evacore.server.errors import install_error_handlers
+from evacore.server.limits import BodyLimit, RouteLimit
 from evacore.server.routes import (
     characters,
     chat_io,
@@ -94,7 +102,43 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         app.include_router(router, prefix="/v1")
     app.include_router(stats.metrics_router)  # Prometheus scrapes `GET /metrics` (R8.6)
     mount_page(app)  # the web page at `/`, its files under `/web/` (R14.4)
+    # Outermost first on the way in: the size cap (before anything reads or authenticates),
+    # then the token check of requests that carry a body (before FastAPI parses it).
+    facade = _paths(openai_facade.router, "/v1")
+    app.add_middleware(TokenBeforeBody, exempt=tuple(path for _, path in facade))
+    routes = upload_limits(ROUTERS, "/v1", settings.limits.max_upload_bytes)
+    routes += [RouteLimit(methods, path, settings.limits.max_body_bytes, _facade_refusal)
+               for methods, path in facade]
+    app.add_middleware(BodyLimit, default=settings.limits.max_body_bytes, routes=routes)
     return app
+
+
+def _paths(router: APIRouter, prefix: str) -> list[tuple[frozenset[str], re.Pattern[str]]]:
+    return [(frozenset(route.methods), compile_path(prefix + router.prefix + route.path)[0])
+            for route in router.routes if isinstance(route, APIRoute)]
+
+
+def _facade_refusal(message: str, limit: int) -> Any:
+    """The OpenAI facade's 413, in OpenAI's error shape like the rest of its answers."""
+    return FacadeError(413, message, code="too_large").response()
+
+
+def upload_limits(routers: list[APIRouter], prefix: str, max_upload_bytes: int
+                  ) -> list[RouteLimit]:
+    """Routes that take a file upload (their OpenAPI body is multipart) get the upload limit
+    plus room for the multipart envelope; every other body gets `limits.max_body_bytes`."""
+    out = []
+    for router in routers:
+        for route in router.routes:
+            if not isinstance(route, APIRoute):
+                continue
+            extra = route.openapi_extra or {}
+            content = (extra.get("requestBody") or {}).get("content") or {}
+            if "multipart/form-data" in content:
+                path, _, _ = compile_path(prefix + router.prefix + route.path)
+                out.append(RouteLimit(frozenset(route.methods), path,
+                                      max_upload_bytes + MULTIPART_SLACK))
+    return out
 
 
 def _announce_token(token: str) -> None:

@@ -92,6 +92,11 @@ class Exchange:
             self._conn.write(b"0\r\n\r\n")
         self.done = True
 
+    async def drain(self) -> None:
+        """Wait while the client does not read (the socket's send buffer is full); raise
+        ClientGone when it leaves meanwhile."""
+        await self._conn.drain()
+
     def reset(self) -> None:
         """Drop the connection with a TCP RST (no orderly end of the body)."""
         self._conn.reset()
@@ -124,6 +129,28 @@ class _Conn(asyncio.Protocol):
         self.answering = False
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
+        self.writable = asyncio.Event()
+        self.writable.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    async def drain(self) -> None:
+        while not self.writable.is_set():
+            if self.gone.is_set():
+                raise ClientGone()
+            waiter = asyncio.ensure_future(self.writable.wait())
+            gone = asyncio.ensure_future(self.gone.wait())
+            try:
+                await asyncio.wait({waiter, gone}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                gone.cancel()
+        if self.gone.is_set():
+            raise ClientGone()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -156,6 +183,7 @@ class _Conn(asyncio.Protocol):
         if self.gone.is_set() or self.transport is None or self.transport.is_closing():
             raise ClientGone()
         self.transport.write(data)
+        self.server.bytes_written += len(data)
 
     def reset(self) -> None:
         if self.transport is None:
@@ -260,6 +288,8 @@ class LoopbackServer:
         self.errors: list[Exception] = []
         self.open_connections = 0
         self.connections_total = 0
+        self.bytes_written = 0
+        """Bytes handed to the sockets so far (all connections)."""
         self.disconnect_times: list[float] = []
         self.client_left = threading.Event()
         self._conns: set[_Conn] = set()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Self
 
 from evacore.providers.base import Connection, Timeouts
@@ -192,8 +192,31 @@ class FakeUpstream:
             return
         await self._play(ex, route, reply, body, echo)
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes the fake has written to its sockets (see `Reply.flood_bytes`)."""
+        return self.server.bytes_written
+
+    async def _flood(self, ex: Exchange, route: _Route, reply: Reply, body: Any) -> None:
+        piece = ("x" * (reply.flood_piece - 1)) + " "
+        frames = route.frames(replace(reply, chunks=[piece], reasoning="", tool_calls=[]), body)
+        first = next(i for i, f in enumerate(frames) if f.delta)
+        ex.start_stream(headers=reply.headers)
+        for frame in frames[:first]:
+            ex.write(frame.data)
+        delta = frames[first].data.encode()
+        for _ in range(max(1, reply.flood_bytes // len(piece))):
+            ex.write(delta)
+            await ex.drain()
+        for frame in frames[first + 1:]:
+            ex.write(frame.data)
+        ex.end_stream()
+
     async def _play(self, ex: Exchange, route: _Route, reply: Reply, body: Any,
                     echo: str = "") -> None:
+        if reply.flood_bytes:
+            await self._flood(ex, route, reply, body)
+            return
         ex.start_stream(headers=reply.headers)
         genkey = body.get("genkey")
         sent = 0

@@ -15,7 +15,7 @@ from typing import Any
 
 from PIL import Image
 
-from tests.helpers import FIXTURES  # noqa: E402,I001
+from tests.helpers import FIXTURES
 
 CARD_FIXTURES = sorted((FIXTURES / "cards").glob("*.png"))
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -96,3 +96,32 @@ def charx(files: dict[str, bytes], prefix: bytes = b"") -> bytes:
         for name, payload in files.items():
             archive.writestr(name, payload)
     return prefix + out.getvalue()
+
+
+def solid_webp(width: int, height: int, colour: tuple[int, int, int] = (40, 90, 160)) -> bytes:
+    """A real, decodable lossless WebP of any size up to 16384², a few dozen bytes long.
+
+    Pillow encodes a small solid-colour image; a solid colour costs no bits per pixel in
+    VP8L, so rewriting the header's 14-bit width and height gives the same picture at the
+    new size without encoding (and holding) all its pixels here.
+    """
+    out = io.BytesIO()
+    Image.new("RGB", (8, 8), colour).save(out, format="WEBP", lossless=True, quality=0, method=0)
+    data = out.getvalue()
+    assert data[12:16] == b"VP8L" and data[20] == 0x2F, "Pillow did not write a VP8L image"
+    bits = int.from_bytes(data[21:25], "little")
+    bits = (bits & ~((1 << 28) - 1)) | (width - 1) | ((height - 1) << 14)
+    return data[:21] + bits.to_bytes(4, "little") + data[25:]
+
+
+def charx_with_icon(icon: bytes, ext: str = "webp", name: str = "Big Icon") -> bytes:
+    """A CHARX archive whose main icon is `icon` (stored at assets/icon/images/main.<ext>)."""
+    card = {"spec": "chara_card_v3", "spec_version": "3.0", "data": {
+        "name": name, "description": "", "first_mes": "Hi.",
+        "assets": [{"type": "icon", "uri": f"embeded://assets/icon/images/main.{ext}",
+                    "name": "main", "ext": ext}]}}
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("card.json", json.dumps(card))
+        z.writestr(f"assets/icon/images/main.{ext}", icon)
+    return out.getvalue()

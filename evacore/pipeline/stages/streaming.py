@@ -3,6 +3,9 @@
 Must not: judge answers (stream rules do, in the agent loop) or run tools. While a text
 rule is armed the loop sets `holding`, and deltas are kept back instead of sent (R6.7).
 The prefill goes in front of the client's first delta exactly once (R2.12).
+Must not outrun the client either: once `limits.event_queue_bytes` of events wait unread,
+the stage waits for the channel before it reads the provider's stream on, so a slow reader
+slows the upstream (TCP back-pressure) instead of filling memory.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class Streaming:
             parts.append(stored_prefix)
         reasoning: list[str] = []
         events = tour.data.pop("events_iter")
+        sink = tour.events
+        sink.max_bytes = core.settings.limits.event_queue_bytes
         yield_at = 0.0
         async with contextlib.aclosing(events):
             async for event in events:
@@ -57,7 +62,9 @@ class Streaming:
                         if prefix and not tour.data.get("prefill_sent"):
                             text = prefix + text
                         tour.data["prefill_sent"] = True
-                        tour.events.emit("delta", {"text": text})
+                        sink.emit("delta", {"text": text})
+                        if sink.full:
+                            await sink.room()  # the client reads slower than the provider
                         now = time.perf_counter()
                         if "first_token_ms" not in tour.diagnostics:
                             # the first token the client gets, timed from the request
@@ -72,7 +79,7 @@ class Streaming:
                     call = {"id": event.id, "name": event.name, "arguments": event.arguments}
                     step.tool_calls.append(call)
                     if not holding:
-                        tour.events.emit("tool_call", dict(call))
+                        sink.emit("tool_call", dict(call))
                 elif isinstance(event, ReasoningDelta):
                     reasoning.append(event.text)
                 elif isinstance(event, Finish):

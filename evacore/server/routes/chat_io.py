@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
+from evacore.errors import BadRequest
 from evacore.formats.st_chat import read_st_chat, write_st_chat
 from evacore.importing.chats import chat_to_st, store_st_chat
 from evacore.importing.upload import download_headers, import_limits, read_upload, upload_body
@@ -38,7 +39,7 @@ async def import_chat(request: Request, who: Trusted, core: CoreDep) -> dict[str
     """Import a SillyTavern chat JSONL (`file`): swipes become variants, hidden messages stay
     hidden, `chat_metadata` variables and author's note become the chat's."""
     limits = import_limits(core)
-    upload = await read_upload(request, limits)
+    upload = await read_upload(request, limits, max_lines=limits.max_chat_messages)
     st = await asyncio.to_thread(read_st_chat, upload.content, limits)
     fields = upload.fields
     async with core.session() as s:
@@ -54,6 +55,9 @@ async def import_chat(request: Request, who: Trusted, core: CoreDep) -> dict[str
             character_id=character_id, persona_id=persona_id, title=fields.get("title"),
         )
         body = chat_json(stored.chat)
+        if await request.is_disconnected():
+            # nobody is left to learn the chat's id: store nothing rather than a stray copy
+            raise BadRequest("the client disconnected during the import; nothing was stored")
     body.update(messages=stored.messages, warnings=stored.warnings)
     return body
 

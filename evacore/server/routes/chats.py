@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.chat_settings import ChatSettingsField
 from evacore.errors import InvalidInput, NotFound
+from evacore.formats.limits import MAX_MESSAGE_CHARS
 from evacore.memory.forget import forget_scope
 from evacore.server.auth import AnyUser, Identity
 from evacore.server.deps import SessionDep
@@ -51,14 +52,14 @@ class ChatPatch(BaseModel):
 class MessageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: str = Field(default="user", pattern="^(user|assistant|system)$")
-    content: str = Field(max_length=1_000_000)
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
     name: str | None = Field(default=None, max_length=300)
     hidden: bool = False
 
 
 class MessagePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    content: str | None = Field(default=None, max_length=1_000_000)
+    content: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
     active_variant: str | None = None
     hidden: bool | None = None
 

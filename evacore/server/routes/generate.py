@@ -21,6 +21,7 @@ from evacore.domain.images import Images
 from evacore.domain.json_values import JsonObject
 from evacore.domain.roles import EnvOverrides
 from evacore.errors import EvacoreError, ProviderError
+from evacore.formats.limits import MAX_MESSAGE_CHARS
 from evacore.pipeline.manager import RunningTour
 from evacore.pipeline.request import TourRequest
 from evacore.pipeline.tour import Tour
@@ -34,7 +35,7 @@ router = APIRouter(tags=["generate"])
 
 class MessageBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    content: str = Field(default="", max_length=1_000_000)
+    content: str = Field(default="", max_length=MAX_MESSAGE_CHARS)
     images: Images = Field(default_factory=list)
     """Data URLs (`data:image/…;base64,…`), http(s) URLs or `{"url", "detail"}` objects."""
 

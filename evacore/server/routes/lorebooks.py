@@ -9,7 +9,6 @@ Bad input → 422, an oversized body → 413, nothing half-written.
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -17,8 +16,9 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from evacore.errors import Forbidden, ImportInvalid, InvalidInput, NotFound, TooLarge
-from evacore.formats.worldinfo import read_world_info, write_world_info
+from evacore.errors import Forbidden, InvalidInput, NotFound, TooLarge
+from evacore.formats.limits import DEFAULT_LIMITS, Limits
+from evacore.formats.worldinfo import load_world_info_file, read_world_info, write_world_info
 from evacore.importing.upload import download_headers, import_limits, read_upload, upload_body
 from evacore.lore.model import Lorebook, LoreEntry
 from evacore.server.auth import AnyUser, Identity, Trusted
@@ -30,7 +30,7 @@ from evacore.store.tables import Lorebook as BookRow
 router = APIRouter(tags=["lorebooks"])
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
-MAX_ENTRIES = 100_000
+MAX_ENTRIES = DEFAULT_LIMITS.max_lore_entries
 
 
 async def _body_cap(request: Request) -> None:
@@ -237,22 +237,9 @@ async def delete_entry(lorebook_id: str, uid: Uid, who: Trusted, session: Sessio
 
 # -- import / export ----------------------------------------------------------------------
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _parse(data: bytes, name: str | None, filename: str | None) -> Lorebook:
-    raw = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-    try:
-        obj = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-    except UnicodeDecodeError as exc:
-        raise ImportInvalid(f"the lorebook is not valid UTF-8 (byte {exc.start})") from None
-    except RecursionError:
-        raise ImportInvalid("the lorebook is nested too deeply") from None
-    except ValueError as exc:
-        raise ImportInvalid(f"the lorebook is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise ImportInvalid("a lorebook must be a JSON object")
+def _parse(data: bytes, name: str | None, filename: str | None, limits: Limits) -> Lorebook:
+    """The book in the file; its entries are counted before it is parsed (413 past the cap)."""
+    obj = load_world_info_file(data, limits)
     book = read_world_info(obj, name=name or None)
     if not book.name:
         stem = (filename or "").rsplit("/", 1)[-1].rsplit(".", 1)[0]
@@ -272,14 +259,12 @@ async def import_lorebook(request: Request, who: Trusted, core: CoreDep) -> dict
     """A World Info file, a `lorebook_v3` object or a card's `character_book`: a multipart
     `file` (optional field `name`) or a JSON body. 413 past the size limit, 422 malformed."""
     limits = import_limits(core)
-    upload = await read_upload(request, limits, json_body=True)
-    if len(upload.content) > limits.max_text_bytes:
-        raise TooLarge(f"the lorebook is larger than {limits.max_text_bytes} bytes",
-                       limit=limits.max_text_bytes)
+    upload = await read_upload(request, limits, json_body=True, max_bytes=limits.max_text_bytes)
     book = await asyncio.to_thread(_parse, upload.content, upload.fields.get("name"),
-                                   upload.filename)
-    if len(book.entries) > MAX_ENTRIES:
-        raise TooLarge(f"a lorebook holds at most {MAX_ENTRIES} entries", limit=MAX_ENTRIES)
+                                   upload.filename, limits)
+    cap = limits.max_lore_entries
+    if len(book.entries) > cap:
+        raise TooLarge(f"a lorebook holds at most {cap} entries", limit=cap)
     async with core.session() as s:
         row = await repo.save_lorebook(s, book)
         return _summary(row, len(book.entries), [])
