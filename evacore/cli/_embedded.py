@@ -4,7 +4,8 @@ server. It lives with the CLI (like `serve`) so that channels never import the s
 
 Must not: listen on any network address (the socket lives in a 0700 temporary folder and is
 removed on exit) or outlive the command. The person at the terminal owns the data dir, so
-requests act as its master; no token is read or created for that.
+requests act as its master, with a token made for this run only: held in memory, never
+shown, revoked on exit.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from evacore.channels.terminal.api import Api
 from evacore.config import Settings
 from evacore.core import Core, start_core
 from evacore.server.app import create_app
-from evacore.server.auth import Identity, current_identity
 from evacore.store.tables import User
+from evacore.store.users import new_user_token, revoke_token
 
 START_SECONDS = 30.0
 
@@ -38,13 +39,20 @@ class _InProcessServer(uvicorn.Server):
         yield
 
 
-async def _master(core: Core) -> Identity:
+async def _run_token(core: Core) -> tuple[str, str, str]:
+    """(master user id, token id, clear token): a token of the master for this run only."""
     async with core.session() as s:
         user = (await s.scalars(select(User).where(User.role == "master")
                                 .order_by(User.created_at).limit(1))).first()
-    if user is None:  # start_core always bootstraps one
-        raise RuntimeError("the local database has no master user")
-    return Identity(user_id=user.id, name=user.name, role=user.role)
+        if user is None:  # start_core always bootstraps one
+            raise RuntimeError("the local database has no master user")
+        row, token = await new_user_token(s, user.id)
+        return user.id, row.id, token
+
+
+async def _revoke(core: Core, user_id: str, token_id: str) -> None:
+    async with core.session() as s:
+        await revoke_token(s, user_id, token_id)
 
 
 @contextlib.asynccontextmanager
@@ -60,8 +68,7 @@ async def embedded_api(settings: Settings, *,
         if core.bootstrap_token and on_bootstrap is not None:
             on_bootstrap(core.bootstrap_token)
         app = create_app(core=core)
-        master = await _master(core)
-        app.dependency_overrides[current_identity] = lambda: master
+        user_id, token_id, token = await _run_token(core)
         with tempfile.TemporaryDirectory(prefix="evacore-chat-") as folder:
             os.chmod(folder, 0o700)
             sock = os.path.join(folder, "api.sock")
@@ -72,13 +79,15 @@ async def embedded_api(settings: Settings, *,
             try:
                 await _started(server, task)
                 transport = httpx.AsyncHTTPTransport(uds=sock)
-                async with httpx.AsyncClient(transport=transport, timeout=30.0,
-                                             base_url="http://evacore.local") as http:
+                async with httpx.AsyncClient(
+                        transport=transport, timeout=30.0, base_url="http://evacore.local",
+                        headers={"Authorization": f"Bearer {token}"}) as http:
                     yield Api(http, where=f"the local data dir {settings.data_dir}", socket=sock)
             finally:
                 server.should_exit = True
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(task, 10)
+                await _revoke(core, user_id, token_id)
     finally:
         await core.aclose()
 

@@ -16,6 +16,8 @@ from evacore.channels.terminal.ops import OpRunner
 from evacore.channels.terminal.reader import PipeReader
 from evacore.cli._embedded import embedded_api
 from evacore.config import Settings
+from evacore.core import start_core
+from evacore.store.users import list_tokens, list_users
 
 
 def local(tmp_path: Path) -> Settings:
@@ -43,6 +45,13 @@ async def test_r14_3_embedded_stream_arrives_while_the_tour_runs(tmp_path: Path)
     assert len(tokens) == 1 and tokens[0].startswith("evc_")  # first start: shown once
     assert not sock.parent.exists()  # removed on exit
     assert (tmp_path / "data" / "evacore.db").is_file()
+    core = await start_core(local(tmp_path))  # the run's own token was revoked on exit
+    try:
+        async with core.session() as s:
+            masters = [u for u in await list_users(s) if u.role == "master"]
+            assert [len(await list_tokens(s, u.id)) for u in masters] == [1]
+    finally:
+        await core.aclose()
 
 
 async def test_r14_3_embedded_client_op_round_trip_and_stored_history(tmp_path: Path) -> None:
