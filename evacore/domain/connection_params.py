@@ -41,8 +41,10 @@ Text = Annotated[str, Field(strict=True, max_length=1_000_000)]
 Short = Annotated[str, Field(strict=True, max_length=1000)]
 HeaderName = Annotated[str, StringConstraints(strict=True,
                                               pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")]
-HeaderValue = Annotated[str, StringConstraints(strict=True, max_length=8000,
-                                               pattern=r"^[\t\x20-\x7e]*$")]
+HeaderValue = Annotated[str, StringConstraints(
+    strict=True, max_length=8000,
+    pattern=r"^(?:[\t\x20-\x7e]*|…[\x20-\x7e]{0,8})$")]
+"""Printable ASCII, or the masked form `…abcd` a read shows (sent back, it keeps the secret)."""
 PromptKey = Literal[
     "main", "wi_before", "persona", "description", "personality", "scenario", "wi_after",
     "examples", "history", "post_history",
