@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
+import time
 
 from playwright.sync_api import Page, expect
 
@@ -106,7 +107,12 @@ def test_r14_4_stop_closes_the_upstream_request(page: Page, evacore: Evacore) ->
     assert evacore.fake.wait_client_left(5), "the upstream request stayed open after Stop"
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     expect(page.get_by_role("button", name="Send")).to_be_visible()
+    # the tour settles as aborted once the server has seen the stream close
+    deadline = time.monotonic() + 5
     tours = evacore.api.get("/v1/stats").json()["tours"]
+    while tours.get("aborted", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        tours = evacore.api.get("/v1/stats").json()["tours"]
     assert tours.get("aborted", 0) >= 1, tours
     stored = evacore.messages(chat_id)
     assert "word39" not in (stored[-1]["content"] if stored[-1]["role"] == "assistant" else "")
