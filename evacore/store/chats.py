@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from evacore.domain.ids import new_id, utcnow
 from evacore.errors import NotFound
@@ -78,11 +79,21 @@ async def add_message(
     created_at: Any = None,
     flush: bool = True,
 ) -> Message:
-    """Append a message at the chat's next position (positions never repeat). With
-    `flush=False` it is written with the session's next flush (one round trip fewer)."""
-    position = chat.next_position
-    chat.next_position = position + 1
-    chat.updated_at = utcnow()
+    """Append a message at the chat's next position. The position is taken from the row
+    itself in one statement (`UPDATE … RETURNING`), so concurrent writers of one chat never
+    pick the same one, whatever the backend. With `flush=False` the message itself is
+    written with the session's next flush."""
+    now = utcnow()
+    taken = await session.scalar(
+        update(Chat).where(Chat.id == chat.id)
+        .values(next_position=Chat.next_position + 1, updated_at=now)
+        .returning(Chat.next_position)
+        .execution_options(synchronize_session=False))
+    if taken is None:
+        raise NotFound(f"chat {chat.id} not found")
+    position = int(taken) - 1
+    set_committed_value(chat, "next_position", position + 1)
+    set_committed_value(chat, "updated_at", now)
     msg = Message(
         id=new_id(),
         chat_id=chat.id,
@@ -238,9 +249,12 @@ async def delete_message(session: AsyncSession, message: Message) -> None:
 
 
 async def bump_turn(session: AsyncSession, chat_id: str) -> int:
-    """Count one committed model answer (SPEC §1 turn); returns the new turn."""
-    await session.execute(update(Chat).where(Chat.id == chat_id).values(turn=Chat.turn + 1))
-    return int(await session.scalar(select(Chat.turn).where(Chat.id == chat_id)) or 0)
+    """Count one committed model answer (SPEC §1 turn) in one statement; returns the new
+    turn."""
+    turn = await session.scalar(
+        update(Chat).where(Chat.id == chat_id).values(turn=Chat.turn + 1)
+        .returning(Chat.turn).execution_options(synchronize_session=False))
+    return int(turn or 0)
 
 
 def message_json(m: Message, variants: list[Variant]) -> dict[str, Any]:

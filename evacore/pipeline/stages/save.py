@@ -91,7 +91,7 @@ async def _store_chat_state(s: AsyncSession, tour: Tour, *, committed: bool) -> 
     chat.variables = dict(chat_data["variables"])
     chat.state = dict(chat_data["state"])
     if committed and tour.mode in STORED_MODES:
-        chat.turn = (chat.turn or 0) + 1
+        await chat_store.bump_turn(s, chat.id)  # in the row itself: no update is lost
     env = tour.data.get("macro_env")
     if env is not None and env.global_vars != tour.data.get("global_vars_before"):
         await put_setting(s, "global_variables", dict(env.global_vars))
