@@ -35,6 +35,9 @@ class HistoryMessage:
     created_at: Any = None
     resolved: bool = False
     """The text is the input as a tour resolved its macros (not to be evaluated again)."""
+    unfinished: bool = False
+    """The active variant is an answer that was stopped or failed (status `aborted` or
+    `failed`): it stays in the chat, but a prompt never shows it as a finished answer."""
 
 
 async def get_chat(session: AsyncSession, chat_id: str, *, lock: bool = False) -> Chat:
@@ -172,7 +175,7 @@ async def history_newest_first(
     stmt = (
         select(Message.id, Message.position, Message.role, Message.name, Message.content,
                Message.images, Message.hidden, Message.created_at, Message.extra,
-               Variant.id, Variant.content, Variant.steps)
+               Variant.id, Variant.content, Variant.steps, Variant.status)
         .outerjoin(Variant, Variant.id == Message.active_variant_id)
         .where(Message.chat_id == chat_id)
     )
@@ -181,7 +184,7 @@ async def history_newest_first(
     rows = (await session.execute(stmt.order_by(Message.position.desc()).limit(limit))).all()
     out = []
     for (id_, position, role, name, content, images, hidden, created_at, extra,
-         variant_id, variant_content, variant_steps) in rows:
+         variant_id, variant_content, variant_steps, variant_status) in rows:
         found = variant_id is not None
         out.append(
             HistoryMessage(
@@ -196,6 +199,7 @@ async def history_newest_first(
                 variant_id=variant_id,
                 created_at=created_at,
                 resolved=not found and _is_resolved(content, extra),
+                unfinished=variant_status in ("aborted", "failed"),
             )
         )
     return out

@@ -130,8 +130,8 @@ class Character:
         total = 0.0
         while True:
             for m in batch:
-                if m.hidden or m.id == skip:
-                    continue
+                if m.hidden or m.id == skip or m.unfinished:
+                    continue  # a stopped or failed answer is not the model's finished word
                 newest_first.append(m)
                 total += len(m.content) + sum(len(str(s)) for s in m.steps)
             if complete or total > budget_chars or not batch:
