@@ -28,7 +28,7 @@ followed by the reply tail."""
 # --- Markdown images outside code -----------------------------------------------------------
 
 _MD_PLAIN = r"[^`~\\]|\\(?s:.)|~{1,2}[^`~\\]"
-"""A character outside code; a backslash escape (`\![…]` is no image) and a tilde run too short
+"""A character outside code; a backslash escape (`\\![…]` is no image) and a tilde run too short
 for a fence are consumed as units."""
 _MD_SPAN_1 = r"`[^`]+`"
 _MD_SPAN_2 = r"``(?:[^`]|`[^`])+``"
@@ -109,7 +109,7 @@ _EN_NOUN_FIRST = (
 _EN_REFUSAL = r"\b(?:" + _EN_HEAD + _EN_DET + _EN_NOUN + r"|" + _EN_NOUN_FIRST + r")" + _EN_END
 
 _L = "[а-яё]"
-"""A Russian letter (with `(?i)` also a capital); `\p{L}` would cost the program 1200 steps."""
+"""A Russian letter (with `(?i)` also a capital); `\\p{L}` would cost the program 1200 steps."""
 _RU_NEG = (
     r"(?:не\s+(?:могу|смогу|в\s+состоянии|способ(?:ен|на|ны)|умею|сумею|имею\s+возможности)"
     r"|нет\s+(?:возможности|способности)|лиш[её]н[аы]?\s+возможности"
