@@ -4,6 +4,7 @@ Must not: hold code of its own; it re-exports the package's public names.
 """
 
 from evacore.rules.calibration import SEED_META_KEY, Left, SeedPlan, StoredRuleState, plan_seeding
+from evacore.rules.corpus import Sample, Score, measure, parse_corpus, report_lines, shipped_corpus
 from evacore.rules.engine import (
     INTERRUPT_TAIL,
     AnswerVerdict,
@@ -27,7 +28,6 @@ from evacore.rules.model import (
     validate_rule,
 )
 from evacore.rules.probe import ProbeResult, probe_rule
-from evacore.rules.corpus import Sample, Score, measure, parse_corpus, report_lines, shipped_corpus
 from evacore.rules.seeds import SEED_VERSION, SEEDS, seed_rules
 from evacore.rules.target import canonical_arguments
 from evacore.rules.telemetry import FIRED_TOTAL, RuleCounts, rules_stats, stat_row

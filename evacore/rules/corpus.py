@@ -92,7 +92,7 @@ def parse_corpus(text: str, *, rule: str | None = None, source: str = "corpus") 
 
 def _sample(data: Any, default_rule: str | None, number: int) -> Sample:
     if not isinstance(data, dict):
-        raise ValueError("a sample is a JSON object")
+        raise TypeError("a sample is a JSON object")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}")

@@ -36,9 +36,7 @@ _MD_FENCE_3 = r"```[^`](?:[^`]|`{1,2}[^`])*`{3,}"
 _MD_FENCE_4 = r"`{4,}(?:[^`]|`{1,3}[^`])*`{4,}"
 _MD_FENCE_TILDE = r"~{3,}(?:[^~]|~{1,2}[^~])*~{3,}"
 _MD_OUTSIDE_CODE = (
-    "(?:"
-    + "|".join((_MD_PLAIN, _MD_SPAN_1, _MD_SPAN_2, _MD_FENCE_3, _MD_FENCE_4, _MD_FENCE_TILDE))
-    + ")*"
+    f"(?:{_MD_PLAIN}|{_MD_SPAN_1}|{_MD_SPAN_2}|{_MD_FENCE_3}|{_MD_FENCE_4}|{_MD_FENCE_TILDE})*"
 )
 """Text before the image, where every backtick belongs to a whole code span or fenced block:
 a backtick is never read as a plain character, so the image cannot be reached inside code."""
