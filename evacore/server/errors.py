@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evacore.errors import EvacoreError
@@ -70,6 +71,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
         log.warning("request.integrity_error", error=str(exc.orig)[:200])
         return error_response(409, "conflict", "that conflicts with what is stored")
+
+    @app.exception_handler(StaleDataError)
+    async def _stale(_: Request, exc: StaleDataError) -> JSONResponse:
+        # a row this request read was changed or removed by another one meanwhile
+        log.warning("request.stale_row", error=str(exc)[:200])
+        return error_response(409, "conflict", "another request changed this record at the "
+                              "same time; read it again and retry")
 
     @app.exception_handler(OverflowError)
     async def _overflow(_: Request, exc: OverflowError) -> JSONResponse:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id, utcnow
@@ -133,8 +133,22 @@ async def save_lorebook(session: AsyncSession, book: Lorebook, *, name: str | No
     return row
 
 
-async def get_book_row(session: AsyncSession, lorebook_id: str) -> BookRow:
-    row = await session.get(BookRow, lorebook_id)
+async def get_book_row(session: AsyncSession, lorebook_id: str, *,
+                       for_write: bool = False) -> BookRow:
+    """The book's row. `for_write`: the book is locked for the rest of the transaction
+    first (PostgreSQL: its row; SQLite: the write lock, taken by touching the row), so
+    concurrent edits of one book and its entries run one after another instead of
+    working on rows another edit has just replaced."""
+    if not for_write:
+        row = await session.get(BookRow, lorebook_id)
+    elif session.get_bind().dialect.name == "postgresql":
+        row = await session.scalar(select(BookRow).where(BookRow.id == lorebook_id)
+                                   .with_for_update().execution_options(populate_existing=True))
+    else:
+        await session.execute(update(BookRow).where(BookRow.id == lorebook_id)
+                              .values(updated_at=utcnow())
+                              .execution_options(synchronize_session=False))
+        row = await session.get(BookRow, lorebook_id, populate_existing=True)
     if row is None:
         raise NotFound(f"lorebook {lorebook_id} not found")
     return row
@@ -227,7 +241,7 @@ async def replace_entries(session: AsyncSession, row: BookRow, entries: Sequence
 
 
 async def delete_lorebook(session: AsyncSession, lorebook_id: str) -> None:
-    row = await get_book_row(session, lorebook_id)
+    row = await get_book_row(session, lorebook_id, for_write=True)
     await session.execute(delete(LorebookLink).where(LorebookLink.lorebook_id == row.id))
     await session.execute(delete(EntryRow).where(EntryRow.lorebook_id == row.id))
     await session.delete(row)

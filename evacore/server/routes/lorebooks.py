@@ -180,7 +180,7 @@ async def get_lorebook(lorebook_id: str, who: AnyUser, session: SessionDep) -> d
 @router.patch("/lorebooks/{lorebook_id}", dependencies=[Capped])
 async def patch_lorebook(lorebook_id: str, body: LorebookPatch, who: Trusted,
                          session: SessionDep) -> dict[str, Any]:
-    row = await repo.get_book_row(session, lorebook_id)
+    row = await repo.get_book_row(session, lorebook_id, for_write=True)
     changes = {k: getattr(body, k) for k in body.model_fields_set if k != "entries"}
     if "name" in changes and changes["name"] is None:
         raise InvalidInput("name: a lorebook needs a name")
@@ -202,7 +202,7 @@ async def delete_lorebook(lorebook_id: str, who: Trusted, session: SessionDep) -
 async def add_entry(lorebook_id: str, body: dict[str, Any], who: Trusted,
                     session: SessionDep) -> dict[str, Any]:
     """One entry in World Info form; without `uid` it gets the next free one."""
-    row = await repo.get_book_row(session, lorebook_id)
+    row = await repo.get_book_row(session, lorebook_id, for_write=True)
     uid = _uid_of(body["uid"]) if body.get("uid") is not None else await repo.next_uid(session, row)
     data = await repo.add_entry(session, row, _entry(body, uid))
     return {**data, "uid": uid}
@@ -219,7 +219,7 @@ async def get_entry(lorebook_id: str, uid: Uid, who: AnyUser, session: SessionDe
 async def patch_entry(lorebook_id: str, uid: Uid, body: dict[str, Any], who: Trusted,
                       session: SessionDep) -> dict[str, Any]:
     """World Info fields to change, merged over the stored entry; `uid` cannot change."""
-    row = await repo.get_book_row(session, lorebook_id)
+    row = await repo.get_book_row(session, lorebook_id, for_write=True)
     entry_row = await repo.get_entry_row(session, row, uid)
     if body.get("uid") is not None and _uid_of(body["uid"]) != uid:
         raise InvalidInput("an entry's uid cannot change; add a new entry instead")
@@ -230,7 +230,7 @@ async def patch_entry(lorebook_id: str, uid: Uid, body: dict[str, Any], who: Tru
 
 @router.delete("/lorebooks/{lorebook_id}/entries/{uid}", status_code=204)
 async def delete_entry(lorebook_id: str, uid: Uid, who: Trusted, session: SessionDep) -> Response:
-    row = await repo.get_book_row(session, lorebook_id)
+    row = await repo.get_book_row(session, lorebook_id, for_write=True)
     await repo.delete_entry(session, row, uid)
     return Response(status_code=204)
 
