@@ -1,0 +1,156 @@
+"""The Telegram channel's records (R14.2): which chat a Telegram chat talks in, the users it
+made for Telegram ids, the delivery outbox, and the polling lease with the update offset.
+
+Must not: talk to Telegram or decide roles; it stores and finds. Leases are taken with one
+conditional UPDATE, so two instances never both hold one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from evacore.domain.ids import utcnow
+from evacore.store.tables import TelegramChat, TelegramLease, TelegramOutbox, User
+
+
+async def bound_chat(s: AsyncSession, telegram_chat_id: int) -> str | None:
+    row = await s.get(TelegramChat, telegram_chat_id)
+    return row.chat_id if row is not None else None
+
+
+async def telegram_chat_of(s: AsyncSession, chat_id: str) -> int | None:
+    """The Telegram chat an evacore chat belongs to (its latest binding), or None."""
+    stmt = select(TelegramChat.telegram_chat_id).where(TelegramChat.chat_id == chat_id)
+    return (await s.scalars(stmt.limit(1))).first()
+
+
+async def bind_chat(s: AsyncSession, telegram_chat_id: int, chat_id: str, kind: str) -> None:
+    row = await s.get(TelegramChat, telegram_chat_id, with_for_update=_pg(s))
+    if row is None:
+        s.add(TelegramChat(telegram_chat_id=telegram_chat_id, chat_id=chat_id, kind=kind))
+    else:
+        row.chat_id, row.kind, row.updated_at = chat_id, kind, utcnow()
+    await s.flush()
+
+
+async def user_by_telegram_id(s: AsyncSession, telegram_id: int) -> User | None:
+    return (await s.scalars(select(User).where(User.telegram_id == telegram_id))).first()
+
+
+async def first_master(s: AsyncSession) -> User | None:
+    stmt = select(User).where(User.role == "master").order_by(User.created_at)
+    return (await s.scalars(stmt)).first()
+
+
+# the outbox
+
+async def add_outbox(s: AsyncSession, *, tour_id: str, telegram_chat_id: int, text: str,
+                     reply_to: int | None, owner: str, lease_seconds: float) -> None:
+    s.add(TelegramOutbox(tour_id=tour_id, telegram_chat_id=telegram_chat_id, text=text,
+                         reply_to=reply_to, parts_sent=0, sent_ids=[], status="pending",
+                         owner=owner, attempts=0,
+                         lease_until=utcnow() + timedelta(seconds=lease_seconds)))
+
+
+async def outbox_row(s: AsyncSession, tour_id: str) -> TelegramOutbox | None:
+    return await s.get(TelegramOutbox, tour_id)
+
+
+async def claimable(s: AsyncSession, owner: str, busy: set[str], limit: int = 20) -> list[str]:
+    """Pending answers this instance may deliver: its own (a previous life's, or one whose
+    delivery stopped) and any whose lease ran out, oldest first; `busy` are being sent here."""
+    stmt = select(TelegramOutbox.tour_id).where(
+        TelegramOutbox.status == "pending",
+        or_(TelegramOutbox.owner == owner, TelegramOutbox.owner.is_(None),
+            TelegramOutbox.lease_until < utcnow()),
+    ).order_by(TelegramOutbox.created_at).limit(limit + len(busy))
+    return [t for t in (await s.scalars(stmt)).all() if t not in busy][:limit]
+
+
+async def take_lease(s: AsyncSession, tour_id: str, owner: str, seconds: float) -> bool:
+    """Hold a pending answer's delivery for `seconds` (renewing one's own lease)."""
+    now = utcnow()
+    result = await s.execute(
+        update(TelegramOutbox).where(
+            TelegramOutbox.tour_id == tour_id, TelegramOutbox.status == "pending",
+            or_(TelegramOutbox.owner == owner, TelegramOutbox.owner.is_(None),
+                TelegramOutbox.lease_until < now),
+        ).values(owner=owner, lease_until=now + timedelta(seconds=seconds))
+        .execution_options(synchronize_session=False))
+    return bool(result.rowcount)
+
+
+async def part_sent(s: AsyncSession, tour_id: str, index: int, message_id: int) -> None:
+    row = await s.get(TelegramOutbox, tour_id, with_for_update=_pg(s))
+    if row is None:
+        return
+    row.parts_sent = index + 1
+    row.sent_ids = [*(row.sent_ids or []), message_id]
+
+
+async def finish_outbox(s: AsyncSession, tour_id: str, status: str,
+                        error: str | None = None) -> None:
+    await s.execute(update(TelegramOutbox).where(TelegramOutbox.tour_id == tour_id).values(
+        status=status, error=error, delivered_at=utcnow(), owner=None, lease_until=None)
+        .execution_options(synchronize_session=False))
+
+
+async def note_attempt(s: AsyncSession, tour_id: str, error: str) -> int:
+    """A delivery that stopped on a passing fault: counted, the lease let go at once."""
+    row = await s.get(TelegramOutbox, tour_id, with_for_update=_pg(s))
+    if row is None:
+        return 0
+    row.attempts = (row.attempts or 0) + 1
+    row.error = error
+    row.lease_until = utcnow()
+    return row.attempts
+
+
+# the polling lease
+
+async def hold_lease(s: AsyncSession, name: str, holder: str, seconds: float) -> bool:
+    """Take or renew the lease `name` for `seconds`: free, expired or already ours."""
+    values: dict[str, Any] = {"name": name, "holder": None, "lease_until": None,
+                              "next_offset": 0, "updated_at": utcnow()}
+    insert = pg_insert if _pg(s) else sqlite_insert
+    await s.execute(insert(TelegramLease).values(**values).on_conflict_do_nothing(
+        index_elements=["name"]))
+    now = utcnow()
+    result = await s.execute(
+        update(TelegramLease).where(
+            TelegramLease.name == name,
+            or_(TelegramLease.holder.is_(None), TelegramLease.holder == holder,
+                TelegramLease.lease_until.is_(None), TelegramLease.lease_until < now),
+        ).values(holder=holder, lease_until=now + timedelta(seconds=seconds), updated_at=now)
+        .execution_options(synchronize_session=False))
+    return bool(result.rowcount)
+
+
+async def release_lease(s: AsyncSession, name: str, holder: str) -> None:
+    await s.execute(update(TelegramLease).where(
+        and_(TelegramLease.name == name, TelegramLease.holder == holder))
+        .values(holder=None, lease_until=None, updated_at=utcnow())
+        .execution_options(synchronize_session=False))
+
+
+async def lease_row(s: AsyncSession, name: str) -> TelegramLease | None:
+    return await s.get(TelegramLease, name, populate_existing=True)
+
+
+async def save_offset(s: AsyncSession, name: str, holder: str, offset: int) -> bool:
+    """Remember the next update to ask for; only the lease's holder may move it."""
+    result = await s.execute(update(TelegramLease).where(
+        TelegramLease.name == name, TelegramLease.holder == holder,
+        TelegramLease.next_offset < offset).values(next_offset=offset)
+        .execution_options(synchronize_session=False))
+    return bool(result.rowcount)
+
+
+def _pg(s: AsyncSession) -> bool:
+    return s.bind is not None and s.bind.dialect.name == "postgresql"
