@@ -21,7 +21,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -92,14 +92,14 @@ class FakeBotApi:
         self.server = LoopbackServer(self._handle)
 
     # lifecycle
-    def start(self) -> FakeBotApi:
+    def start(self) -> Self:
         self.server.start()
         return self
 
     def stop(self) -> None:
         self.server.stop()
 
-    def __enter__(self) -> FakeBotApi:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

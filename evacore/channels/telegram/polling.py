@@ -105,10 +105,11 @@ class Poller:
                 await asyncio.wait({request, gone}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 gone.cancel()
-            if not request.done():  # the lease is gone: stop asking at once
-                request.cancel()
-                with contextlib.suppress(BaseException):
-                    await request
+                if not request.done():  # the lease is gone, or polling stops: at once
+                    request.cancel()
+                    with contextlib.suppress(BaseException):
+                        await request
+            if request.cancelled():
                 return
             self.polls += 1
             try:
