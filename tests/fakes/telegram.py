@@ -56,7 +56,7 @@ class Call:
 @dataclass
 class Fault:
     status: int
-    """0: drop the connection (a network error)."""
+    """0: drop the connection (a network error); -1: let the call through."""
     description: str
     retry_after: int | None = None
 
@@ -111,13 +111,15 @@ class FakeBotApi:
 
     # what a test does
     def fail(self, method: str, status: int, description: str = "", *, times: int = 1,
-             retry_after: int | None = None) -> None:
+             retry_after: int | None = None, after: int = 0) -> None:
+        """The next `times` calls of `method` (after `after` that go through) fail."""
         text = description or {429: "Too Many Requests: retry after "
                                f"{retry_after}", 400: "Bad Request", 409: "Conflict",
                                500: "Internal Server Error", 0: ""}.get(status, "Error")
         with self._lock:
-            self.faults.setdefault(method, []).extend(
-                Fault(status, text, retry_after) for _ in range(times))
+            queue = self.faults.setdefault(method, [])
+            queue.extend(Fault(-1, "") for _ in range(after))
+            queue.extend(Fault(status, text, retry_after) for _ in range(times))
 
     def add_file(self, data: bytes = PIXEL_PNG, path: str = "photos/file_0.png") -> str:
         file_id = f"file{len(self.files)}"
@@ -212,6 +214,8 @@ class FakeBotApi:
         with self._lock:
             queued = self.faults.get(method)
             fault = queued.pop(0) if queued else None
+        if fault is not None and fault.status == -1:
+            fault = None  # this one goes through
         if fault is not None:
             call.status = fault.status or 599
             if fault.status == 0:
