@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
@@ -105,9 +105,3 @@ class BotApi:
 
     async def aclose(self) -> None:
         await self.bot.session.close()
-
-
-def plain(obj: Any) -> Any:
-    """An aiogram object as JSON-ready data (logs, diagnostics)."""
-    dump = getattr(obj, "model_dump", None)
-    return dump(exclude_none=True) if dump is not None else obj

@@ -161,10 +161,6 @@ class Outbox:
             await asyncio.sleep(every)
 
 
-def entities_json(entities: list[Any]) -> list[dict[str, Any]]:
-    return [e.model_dump(exclude_none=True) for e in entities]
-
-
 async def cancel(task: asyncio.Task[Any] | None) -> None:
     if task is None:
         return
