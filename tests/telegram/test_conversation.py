@@ -115,3 +115,46 @@ async def test_network_errors_are_retried(
     sent = await answers_after(bot_api, MASTER_ID)
     assert [m["text"] for m in sent] == ["Yes."]
     assert [c.status for c in bot_api.calls if c.method == "sendMessage"] == [599, 599, 200]
+
+
+async def test_a_refusal_is_not_retried_and_the_answer_is_marked_failed(
+    core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
+) -> None:
+    bot_api.fail("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    mid = bot_api.say(MASTER_ID, MASTER, "Bye")["message_id"]
+    upstream.script.reply(f"Goodbye. ↩ #{mid}")
+    await bot_api.wait_for(lambda: [c for c in bot_api.calls if c.method == "sendMessage"])
+    await asyncio.sleep(1.2)  # two outbox sweeps: the refused answer is not tried again
+    assert [c.status for c in bot_api.calls if c.method == "sendMessage"] == [403]
+    rows = await outbox(core)
+    assert [(r.status, r.error) for r in rows] == [
+        ("failed", "Telegram server says - Forbidden: bot was blocked by the user")]
+
+
+async def test_entities_telegram_refuses_are_dropped_and_the_text_still_arrives(
+    bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
+) -> None:
+    bot_api.fail("sendMessage", 400, "Bad Request: can't parse entities: unsupported")
+    mid = bot_api.say(MASTER_ID, MASTER, "Format")["message_id"]
+    upstream.script.reply(f"Some **bold** words. ↩ #{mid}")
+    sent = await answers_after(bot_api, MASTER_ID)
+    assert sent[-1]["text"] == "Some bold words." and "entities" not in sent[-1]
+    assert sent[-1]["reply_parameters"]["message_id"] == mid
+
+
+async def test_typing_is_renewed_while_a_tour_runs(
+    core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    from tests.telegram.conftest import make_channel
+
+    channel = make_channel(core, bot_api, typing_every=0.5)
+    await channel.start()
+    try:
+        mid = bot_api.say(MASTER_ID, MASTER, "Think hard")["message_id"]
+        upstream.script.add(Reply(text=f"Done thinking. ↩ #{mid}", first_token_delay=2.0))
+        await answers_after(bot_api, MASTER_ID)
+    finally:
+        await channel.stop()
+    typing = bot_api.of("sendChatAction")
+    assert len(typing) >= 4 and all(c.params["action"] == "typing" for c in typing)
+    assert typing[-1].at <= bot_api.of("sendMessage")[-1].at

@@ -138,3 +138,21 @@ async def test_the_webhook_route_is_404_without_a_webhook_channel(core: Core) ->
         r = await c.post("/v1/telegram/webhook", json={"update_id": 1},
                          headers={SECRET_HEADER: SECRET})
     assert r.status_code == 404
+
+
+async def test_polling_clears_a_webhook_left_set_so_telegram_never_answers_409(
+    core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    bot_api.webhook = {"url": HOOK, "secret_token": SECRET}  # left by an earlier webhook setup
+    channel = make_channel(core, bot_api)
+    await channel.start()
+    try:
+        mid = bot_api.say(MASTER_ID, MASTER, "Polling again")["message_id"]
+        upstream.script.reply(f"Polling works. ↩ #{mid}")
+        sent = await answers_after(bot_api, MASTER_ID)
+    finally:
+        await channel.stop()
+    assert sent[-1]["text"] == "Polling works."
+    methods = [c.method for c in bot_api.calls]
+    assert methods.index("deleteWebhook") < methods.index("getUpdates")
+    assert not [c for c in bot_api.calls if c.status == 409]
