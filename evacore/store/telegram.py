@@ -16,7 +16,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
-from evacore.store.tables import TelegramChat, TelegramLease, TelegramOutbox, User
+from evacore.store.tables import Chat, TelegramChat, TelegramLease, TelegramOutbox, User
 
 
 async def bound_chat(s: AsyncSession, telegram_chat_id: int) -> str | None:
@@ -25,9 +25,15 @@ async def bound_chat(s: AsyncSession, telegram_chat_id: int) -> str | None:
 
 
 async def telegram_chat_of(s: AsyncSession, chat_id: str) -> int | None:
-    """The Telegram chat an evacore chat belongs to (its latest binding), or None."""
+    """The Telegram chat an evacore chat belongs to (bound now, or before a `/new`), or None."""
     stmt = select(TelegramChat.telegram_chat_id).where(TelegramChat.chat_id == chat_id)
-    return (await s.scalars(stmt.limit(1))).first()
+    found = (await s.scalars(stmt.limit(1))).first()
+    if found is not None:
+        return found
+    chat = await s.get(Chat, chat_id)
+    meta = (chat.meta or {}).get("telegram") if chat is not None else None
+    value = meta.get("chat_id") if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def bind_chat(s: AsyncSession, telegram_chat_id: int, chat_id: str, kind: str) -> None:

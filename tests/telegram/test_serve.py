@@ -156,3 +156,28 @@ async def test_polling_clears_a_webhook_left_set_so_telegram_never_answers_409(
     methods = [c.method for c in bot_api.calls]
     assert methods.index("deleteWebhook") < methods.index("getUpdates")
     assert not [c for c in bot_api.calls if c.status == 409]
+
+
+async def test_a_token_telegram_refuses_is_a_clear_error(core: Core, bot_api: FakeBotApi) -> None:
+    channel = TelegramChannel(core, tg_settings(bot_api, token="42:wrong-token"))
+    with pytest.raises(RuntimeError, match="refused telegram.token"):
+        await channel.start()
+    assert "telegram" not in core.tool_services
+    assert channel.outbox.save_hook not in core.save_hooks
+
+
+async def test_telegram_out_of_reach_at_start_is_tried_again_in_the_background(
+    core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    bot_api.fail("getMe", 0, times=3)  # every try of the first boot: the connection drops
+    channel = make_channel(core, bot_api)
+    await channel.start()  # the server goes on starting
+    try:
+        assert channel.me is None
+        await bot_api.wait_for(lambda: channel.poller.polling.is_set(), timeout=10)
+        mid = bot_api.say(MASTER_ID, MASTER, "Back?")["message_id"]
+        upstream.script.reply(f"Back. ↩ #{mid}")
+        sent = await answers_after(bot_api, MASTER_ID)
+    finally:
+        await channel.stop()
+    assert sent[-1]["text"] == "Back."

@@ -14,12 +14,18 @@ import contextlib
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from aiogram.exceptions import TelegramAPIError
+from aiogram.exceptions import TelegramAPIError, TelegramUnauthorizedError
 from aiogram.methods import GetMe, SendMessage, SetMessageReaction, SetWebhook
 from aiogram.types import Message, ReactionTypeEmoji, ReplyParameters, Update
 
 from evacore.channels.telegram import binding, identity, incoming
-from evacore.channels.telegram.api import BotApi, RetryPolicy, make_bot
+from evacore.channels.telegram.api import (
+    PASSING,
+    BotApi,
+    FloodWaitTooLong,
+    RetryPolicy,
+    make_bot,
+)
 from evacore.channels.telegram.delivery import LiveView
 from evacore.channels.telegram.outbox import TOUR_KEY, Outbox, cancel
 from evacore.channels.telegram.polling import ALLOWED_UPDATES, Poller
@@ -63,6 +69,7 @@ class TelegramChannel:
         """Tours running for Telegram here, by tour id (their live views)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._poll_task: asyncio.Task[None] | None = None
+        self._boot_task: asyncio.Task[None] | None = None
         self._sweep_task: asyncio.Task[None] | None = None
 
     @property
@@ -70,9 +77,40 @@ class TelegramChannel:
         return self.settings.mode == "webhook"
 
     async def start(self) -> None:
-        """Check the bot (getMe), hook into the core, then poll or set the webhook."""
+        """Hook into the core, check the bot (getMe), then poll or set the webhook. A token
+        Telegram refuses is an error; Telegram out of reach is tried again in the background."""
+        self.core.tool_services["telegram"] = self
+        self.core.save_hooks.append(self.outbox.save_hook)
+        self._sweep_task = asyncio.create_task(self.outbox.run_sweeper(self.sweep_every),
+                                               name="telegram-outbox")
+        try:
+            await self._boot()
+        except TelegramUnauthorizedError as exc:
+            await self.stop()
+            raise RuntimeError("Telegram refused telegram.token (getMe answered 401): check "
+                               "the token BotFather gave") from exc
+        except (*PASSING, FloodWaitTooLong) as exc:
+            log.warning("telegram.unreachable", error=str(exc), retry="in the background")
+            self._boot_task = asyncio.create_task(self._boot_later(), name="telegram-boot")
+
+    async def _boot_later(self) -> None:
+        delay = 2.0
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._boot()
+                return
+            except TelegramUnauthorizedError:
+                log.error("telegram.token_refused", hint="check telegram.token")
+                return
+            except Exception as exc:  # noqa: BLE001 - keep trying while the server runs
+                log.warning("telegram.unreachable", error=str(exc))
+                delay = min(delay * 2, 60.0)
+
+    async def _boot(self) -> None:
         self.me = await self.api.call(GetMe())
-        log.info("telegram.bot", username=self.me.username, id=self.me.id, mode=self.settings.mode)
+        log.info("telegram.bot", username=self.me.username, id=self.me.id,
+                 mode=self.settings.mode)
         if self.me.can_read_all_group_messages:
             log.info("telegram.groups", privacy="off",
                      meaning="the bot receives every group message; it answers those that "
@@ -86,10 +124,6 @@ class TelegramChannel:
                 await binding.targets(s, self.settings)
             except EvacoreError as exc:
                 log.error("telegram.settings", error=exc.message)
-        self.core.tool_services["telegram"] = self
-        self.core.save_hooks.append(self.outbox.save_hook)
-        self._sweep_task = asyncio.create_task(self.outbox.run_sweeper(self.sweep_every),
-                                               name="telegram-outbox")
         if self.webhook:
             assert self.settings.webhook_url and self.settings.webhook_secret
             await self.api.call(SetWebhook(
@@ -101,8 +135,9 @@ class TelegramChannel:
 
     async def stop(self) -> None:
         """Stop polling (the lease let go), wait briefly for answers being delivered, unhook."""
+        await cancel(self._boot_task)
         await cancel(self._poll_task)
-        self._poll_task = None
+        self._boot_task = self._poll_task = None
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=10)
         for task in list(self._tasks):
@@ -129,7 +164,8 @@ class TelegramChannel:
                      "guests are off", user_id=sender.id, chat_id=message.chat.id)
             return
         me = self.me
-        assert me is not None
+        if me is None:  # not booted yet (Telegram was out of reach): try again later
+            raise RuntimeError("the Telegram channel has not reached Telegram yet")
         if not incoming.addressed(message, me.id, me.username):
             return
         command = incoming.command_of(message, me.username)
@@ -148,6 +184,8 @@ class TelegramChannel:
             await self._say(message, NEW_CHAT_TEXT)
             return
         got = await incoming.read(message, self.api, vision=bound.vision)
+        if got is None:  # a service message (a pin, a member joining): nothing to answer
+            return
         # the core lets only a chat's owner (or the master) talk in it; in a group the
         # channel itself has checked the sender, whose role decides the tools
         user_id = who.user_id if (who.user_id == bound.owner_id or who.is_master) else None

@@ -117,8 +117,9 @@ def heading(message: Message) -> str:
     return head
 
 
-async def read(message: Message, api: BotApi, *, vision: bool) -> Incoming:
-    """The text (and image) a tour gets for `message`."""
+async def read(message: Message, api: BotApi, *, vision: bool) -> Incoming | None:
+    """The text (and image) a tour gets for `message`; None for a message with nothing to
+    answer (no text, caption or media: a service message)."""
     head = heading(message)
     body = body_of(message)
     if message.photo:
@@ -136,6 +137,8 @@ async def read(message: Message, api: BotApi, *, vision: bool) -> Incoming:
     marker = _media_marker(message)
     if marker is not None:
         return Incoming((head + marker + (" " + body if body else "")).rstrip())
+    if not body.strip():
+        return None
     return Incoming((head + body).rstrip())
 
 
