@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select
 
 from evacore.core import Core
-from evacore.store.tables import Chat, Message, TelegramChat, TelegramOutbox, Variant
+from evacore.store.tables import Chat, Message, TelegramChat, TelegramOutbox, Tour, Variant
 from tests.fakes.telegram import FakeBotApi
 
 
@@ -53,3 +53,10 @@ async def count_chats(core: Core) -> int:
 async def outbox(core: Core) -> list[TelegramOutbox]:
     async with core.session() as s:
         return list((await s.scalars(select(TelegramOutbox))).all())
+
+
+async def last_tour_env(core: Core) -> dict[str, Any]:
+    """The environment flags of the newest tour."""
+    async with core.session() as s:
+        tour = (await s.scalars(select(Tour).order_by(Tour.created_at.desc()).limit(1))).one()
+        return dict(tour.env)

@@ -17,7 +17,7 @@ from tests.fakes.upstream import FakeUpstream
 from tests.generate.helpers import fake_connection
 from tests.rules_integration.helpers import clear_rules
 from tests.telegram.conftest import MASTER, MASTER_ID, make_channel
-from tests.telegram.helpers import answers_after, chat_of, outbox
+from tests.telegram.helpers import answers_after, chat_of, last_tour_env, outbox
 
 
 def tool_results(upstream: FakeUpstream, index: int) -> list[str]:
@@ -85,6 +85,7 @@ async def test_a_photo_reaches_a_vision_connection_as_an_image(
     finally:
         await channel.stop()
     assert [m["text"] for m in sent] == ["A single white pixel."]
+    assert (await last_tour_env(core))["picture"] is True
     assert [c.params["file_id"] for c in bot_api.of("getFile")] == [big]
     user = upstream.generation_requests[0].json["messages"][-1]
     parts = user["content"]

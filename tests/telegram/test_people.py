@@ -19,7 +19,7 @@ from tests.telegram.conftest import (
     TRUSTED_ID,
     make_channel,
 )
-from tests.telegram.helpers import answers_after, chat_of, count_chats, stored
+from tests.telegram.helpers import answers_after, chat_of, count_chats, last_tour_env, stored
 
 GROUP = -1001234567
 
@@ -77,6 +77,8 @@ async def test_a_trusted_sender_is_answered_without_master_tools(
     sent = await answers_after(bot_api, TRUSTED_ID)
     assert sent[-1]["text"] == "I cannot run commands for you."
     offered = tool_names(upstream)
+    env = await last_tour_env(core)
+    assert (env["telegram"], env["trusted"], env["master"]) == (True, True, False)
     assert "telegram_react" in offered and "read_file" in offered  # trusted tools
     assert not offered & {"shell", "write_file", "write_diff", "stream_rule_create"}
     # the master, for comparison, is offered the machine
@@ -84,6 +86,8 @@ async def test_a_trusted_sender_is_answered_without_master_tools(
     upstream.script.reply(f"Sure. ↩ #{mid}")
     await answers_after(bot_api, MASTER_ID)
     assert {"shell", "write_file"} <= tool_names(upstream)
+    env = await last_tour_env(core)
+    assert (env["telegram"], env["trusted"], env["master"]) == (True, True, True)
     async with core.session() as s:
         trusted = (await s.scalars(select(User).where(User.telegram_id == TRUSTED_ID))).one()
     assert trusted.role == "trusted" and trusted.name == "Tina"
