@@ -68,24 +68,33 @@ async def outbox_row(s: AsyncSession, tour_id: str) -> TelegramOutbox | None:
     return await s.get(TelegramOutbox, tour_id)
 
 
-async def claimable(s: AsyncSession, owner: str, busy: set[str], limit: int = 20) -> list[str]:
-    """Pending answers this instance may deliver: its own (a previous life's, or one whose
-    delivery stopped) and any whose lease ran out, oldest first; `busy` are being sent here."""
+async def claimable(s: AsyncSession, busy: set[str], limit: int = 20) -> list[str]:
+    """Pending answers nobody holds (never taken, or their lease or backoff ran out), oldest
+    first; `busy` are being sent here already."""
     stmt = select(TelegramOutbox.tour_id).where(
         TelegramOutbox.status == "pending",
-        or_(TelegramOutbox.owner == owner, TelegramOutbox.owner.is_(None),
-            TelegramOutbox.lease_until < utcnow()),
+        or_(TelegramOutbox.lease_until.is_(None), TelegramOutbox.lease_until < utcnow()),
     ).order_by(TelegramOutbox.created_at).limit(limit + len(busy))
     return [t for t in (await s.scalars(stmt)).all() if t not in busy][:limit]
 
 
+async def reclaim(s: AsyncSession, owner: str) -> int:
+    """At start: the pending answers this instance held in its previous life are free to
+    send at once (nothing of this process is sending them)."""
+    result = await s.execute(update(TelegramOutbox).where(
+        TelegramOutbox.status == "pending", TelegramOutbox.owner == owner)
+        .values(lease_until=None).execution_options(synchronize_session=False))
+    return result.rowcount or 0
+
+
 async def take_lease(s: AsyncSession, tour_id: str, owner: str, seconds: float) -> bool:
-    """Hold a pending answer's delivery for `seconds` (renewing one's own lease)."""
+    """Hold a pending answer's delivery for `seconds`: one's own, a free one, or one whose
+    lease ran out."""
     now = utcnow()
     result = await s.execute(
         update(TelegramOutbox).where(
             TelegramOutbox.tour_id == tour_id, TelegramOutbox.status == "pending",
-            or_(TelegramOutbox.owner == owner, TelegramOutbox.owner.is_(None),
+            or_(TelegramOutbox.owner == owner, TelegramOutbox.lease_until.is_(None),
                 TelegramOutbox.lease_until < now),
         ).values(owner=owner, lease_until=now + timedelta(seconds=seconds))
         .execution_options(synchronize_session=False))
@@ -107,14 +116,16 @@ async def finish_outbox(s: AsyncSession, tour_id: str, status: str,
         .execution_options(synchronize_session=False))
 
 
-async def note_attempt(s: AsyncSession, tour_id: str, error: str) -> int:
-    """A delivery that stopped on a passing fault: counted, the lease let go at once."""
+async def note_attempt(s: AsyncSession, tour_id: str, error: str, max_backoff: float) -> int:
+    """A delivery stopped by a passing fault: counted, and not tried again (by any instance)
+    before a backoff that doubles with each attempt (5 s, 10 s, … up to `max_backoff`)."""
     row = await s.get(TelegramOutbox, tour_id, with_for_update=_pg(s))
     if row is None:
         return 0
     row.attempts = (row.attempts or 0) + 1
     row.error = error
-    row.lease_until = utcnow()
+    backoff = min(5.0 * 2 ** (row.attempts - 1), max_backoff)
+    row.lease_until = utcnow() + timedelta(seconds=backoff)
     return row.attempts
 
 

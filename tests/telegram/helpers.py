@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from sqlalchemy import select
@@ -60,3 +61,13 @@ async def last_tour_env(core: Core) -> dict[str, Any]:
     async with core.session() as s:
         tour = (await s.scalars(select(Tour).order_by(Tour.created_at.desc()).limit(1))).one()
         return dict(tour.env)
+
+
+async def settled(core: Core, timeout: float = 10.0) -> list[TelegramOutbox]:
+    """Wait until every answer in the outbox is sent or failed; returns the rows."""
+    for _ in range(int(timeout / 0.05)):
+        rows = await outbox(core)
+        if rows and all(r.status != "pending" for r in rows):
+            return rows
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the outbox did not settle: {[(r.status, r.parts_sent) for r in rows]}")

@@ -11,7 +11,7 @@ from tests.fakes.script import Reply
 from tests.fakes.telegram import FakeBotApi
 from tests.fakes.upstream import FakeUpstream
 from tests.telegram.conftest import MASTER, MASTER_ID
-from tests.telegram.helpers import answers_after, chat_of, outbox, stored
+from tests.telegram.helpers import answers_after, chat_of, settled, stored
 
 
 async def test_a_tailless_answer_is_discarded_and_the_retry_replies_to_the_message(
@@ -87,7 +87,7 @@ async def test_a_9000_character_answer_arrives_in_three_messages_split_at_paragr
     assert joined == paragraphs
     assert sent[0]["reply_parameters"]["message_id"] == mid
     assert all("reply_parameters" not in m for m in sent[1:])
-    rows = await outbox(core)
+    rows = await settled(core)
     assert [(r.status, r.parts_sent) for r in rows] == [("sent", len(sent))]
 
 
@@ -124,9 +124,9 @@ async def test_a_refusal_is_not_retried_and_the_answer_is_marked_failed(
     mid = bot_api.say(MASTER_ID, MASTER, "Bye")["message_id"]
     upstream.script.reply(f"Goodbye. ↩ #{mid}")
     await bot_api.wait_for(lambda: [c for c in bot_api.calls if c.method == "sendMessage"])
+    rows = await settled(core)
     await asyncio.sleep(1.2)  # two outbox sweeps: the refused answer is not tried again
     assert [c.status for c in bot_api.calls if c.method == "sendMessage"] == [403]
-    rows = await outbox(core)
     assert [(r.status, r.error) for r in rows] == [
         ("failed", "Telegram server says - Forbidden: bot was blocked by the user")]
 

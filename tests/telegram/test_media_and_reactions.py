@@ -4,7 +4,6 @@ most once a second, only while no text rule is armed."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 
 import httpx
@@ -17,7 +16,7 @@ from tests.fakes.upstream import FakeUpstream
 from tests.generate.helpers import fake_connection
 from tests.rules_integration.helpers import clear_rules
 from tests.telegram.conftest import MASTER, MASTER_ID, make_channel
-from tests.telegram.helpers import answers_after, chat_of, last_tour_env, outbox
+from tests.telegram.helpers import answers_after, chat_of, last_tour_env, settled
 
 
 def tool_results(upstream: FakeUpstream, index: int) -> list[str]:
@@ -36,19 +35,10 @@ async def test_a_bare_emoji_answer_is_discarded_and_the_reaction_is_set(
     reaction = bot_api.of("setMessageReaction")[0].params
     assert int(reaction["chat_id"]) == MASTER_ID and int(reaction["message_id"]) == mid
     assert reaction["reaction"] == [{"type": "emoji", "emoji": "🎉"}]
-    await _settled(core)
+    await settled(core)
     assert "reacted 🎉" in tool_results(upstream, 2)[0]
     assert bot_api.sent(MASTER_ID) == []  # the emoji was never sent as a message
     assert not bot_api.of("sendMessageDraft")
-
-
-async def _settled(core: Core) -> None:
-    for _ in range(100):
-        rows = await outbox(core)
-        if rows and all(r.status != "pending" for r in rows):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the answer was not settled")
 
 
 async def test_an_emoji_telegram_does_not_allow_is_a_tool_error(

@@ -17,7 +17,7 @@ from tests.fakes.telegram import FakeBotApi
 from tests.fakes.upstream import FakeUpstream
 from tests.generate.helpers import fake_connection
 from tests.telegram.conftest import MASTER, MASTER_ID, make_channel
-from tests.telegram.helpers import outbox, wait_sent
+from tests.telegram.helpers import outbox, settled, wait_sent
 
 
 @pytest.fixture
@@ -60,7 +60,8 @@ async def test_an_answer_saved_while_telegram_failed_is_delivered_once_after_a_r
         channel = make_channel(core, bot_api)
         await channel.start()
         try:
-            sent = await wait_sent(bot_api, MASTER_ID, 3)
+            await wait_sent(bot_api, MASTER_ID, 3)
+            await settled(core)
             await asyncio.sleep(1.5)  # more sweeps: nothing more is sent
         finally:
             await channel.stop()

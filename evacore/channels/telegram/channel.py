@@ -27,7 +27,7 @@ from evacore.channels.telegram.api import (
     make_bot,
 )
 from evacore.channels.telegram.delivery import LiveView
-from evacore.channels.telegram.outbox import TOUR_KEY, Outbox, cancel
+from evacore.channels.telegram.outbox import TOUR_KEY, Outbox, cancel, finish
 from evacore.channels.telegram.polling import ALLOWED_UPDATES, Poller
 from evacore.channels.telegram.reactions import canonical_reaction
 from evacore.errors import EvacoreError, ToolError
@@ -142,7 +142,8 @@ class TelegramChannel:
             await asyncio.wait(set(self._tasks), timeout=10)
         for task in list(self._tasks):
             await cancel(task)
-        await cancel(self._sweep_task)
+        self.outbox.stopping.set()  # the answer being sent goes out whole first
+        await finish(self._sweep_task, grace=10)
         self._sweep_task = None
         if self.core.tool_services.get("telegram") is self:
             del self.core.tool_services["telegram"]

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 LEASE_SECONDS = 60.0
 """How long one instance holds an answer's delivery before another may take it over."""
-MAX_ATTEMPTS = 20
-"""Deliveries stopped by passing faults before an answer is given up as failed."""
+MAX_BACKOFF = 300.0
+"""The longest wait between two tries of an answer Telegram could not take (network faults,
+5xx, long flood waits): it is tried again until it is sent; only a refusal ends it."""
 TOUR_KEY = "telegram"
 """`tour.data[TOUR_KEY]`: the Telegram chat and message a tour answers (set by the channel)."""
 
@@ -44,11 +45,13 @@ def failure_notice(tour: Tour) -> str:
 
 class Outbox:
     def __init__(self, core: Core, api: BotApi, *, lease_seconds: float = LEASE_SECONDS,
-                 max_attempts: int = MAX_ATTEMPTS) -> None:
+                 max_backoff: float = MAX_BACKOFF) -> None:
         self.core, self.api = core, api
         self.owner = core.instance_id
-        self.lease_seconds, self.max_attempts = lease_seconds, max_attempts
+        self.lease_seconds, self.max_backoff = lease_seconds, max_backoff
         self.busy: set[str] = set()
+        self.stopping = asyncio.Event()
+        """Set by the channel's stop: the sweeper finishes the answer it is sending, then ends."""
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def save_hook(self, s: AsyncSession, tour: Tour) -> None:
@@ -108,10 +111,7 @@ class Outbox:
                 return "failed"
             except (*PASSING, FloodWaitTooLong) as exc:
                 async with self.core.session() as s:
-                    attempts = await store.note_attempt(s, tour_id, str(exc))
-                    if attempts >= self.max_attempts:
-                        await store.finish_outbox(s, tour_id, "failed", str(exc))
-                        return "failed"
+                    attempts = await store.note_attempt(s, tour_id, str(exc), self.max_backoff)
                 log.warning("telegram.delivery_postponed", tour_id=tour_id, error=str(exc),
                             attempts=attempts)
                 return "pending"
@@ -143,9 +143,11 @@ class Outbox:
         """Deliver the pending answers this instance may take (its previous life's, and any
         whose holder stopped); returns how many were sent."""
         async with self.core.session() as s:
-            ids = await store.claimable(s, self.owner, set(self.busy))
+            ids = await store.claimable(s, set(self.busy))
         sent = 0
         for tour_id in ids:
+            if self.stopping.is_set():
+                break
             if tour_id in self.core.tours.running:
                 continue  # still saving here: its own delivery follows
             if await self.deliver(tour_id) == "sent":
@@ -153,12 +155,29 @@ class Outbox:
         return sent
 
     async def run_sweeper(self, every: float) -> None:
-        while True:
+        """Sweep every `every` seconds; first, this instance's answers of its previous life
+        are freed, so they go out at once."""
+        try:
+            async with self.core.session() as s:
+                await store.reclaim(s, self.owner)
+        except Exception:
+            log.warning("telegram.reclaim_failed", exc_info=True)
+        while not self.stopping.is_set():
             try:
                 await self.sweep()
             except Exception:  # the sweep must outlive a passing fault
                 log.warning("telegram.sweep_failed", exc_info=True)
-            await asyncio.sleep(every)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), every)
+
+
+async def finish(task: asyncio.Task[Any] | None, grace: float) -> None:
+    """Let `task` end by itself within `grace` seconds, then cancel it."""
+    if task is None:
+        return
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+        await asyncio.wait_for(asyncio.shield(task), grace)
+    await cancel(task)
 
 
 async def cancel(task: asyncio.Task[Any] | None) -> None:
