@@ -216,6 +216,8 @@ class TelegramChannel:
             await view.run()
         except Exception:  # the outbox sweep delivers what is left
             log.exception("telegram.delivery_failed", tour_id=view.running.id)
+        finally:
+            self.views.pop(view.running.id, None)
 
     async def _say(self, message: Message, text: str) -> None:
         try:
