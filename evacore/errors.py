@@ -122,6 +122,12 @@ class Conflict(EvacoreError):
     status = 409
 
 
+class ChatBusy(Conflict):
+    """The chat has too many tours running or waiting."""
+
+    code = "chat_busy"
+
+
 class TooLarge(EvacoreError):
     """The input is too large."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -192,7 +193,9 @@ def rm_cmd(name: Annotated[str, typer.Argument(help="The rule to delete.")]) -> 
 
 @app.command("test")
 def test_cmd(
-    name: Annotated[str, typer.Argument(help="The rule to try.")],
+    name: Annotated[str | None, typer.Argument(help="The rule to try (with --corpus: only "
+                                               "this rule's samples, `rule` may be left "
+                                               "out).")] = None,
     text: Annotated[str | None, typer.Option(help="A sample answer (text rules).")] = None,
     arguments: Annotated[str, typer.Option(help="The call's arguments as JSON (tool "
                                            "rules).")] = "{}",
@@ -200,10 +203,23 @@ def test_cmd(
                                              "own.")] = None,
     env: Annotated[list[str] | None, typer.Option(help="A flag that holds (repeatable); "
                                                   "default: `when` is assumed to hold.")] = None,
+    corpus: Annotated[Path | None, typer.Option(
+        help="A JSON Lines file of samples ({\"rule\", \"expect\": \"catch\"|\"pass\", "
+             "\"text\"} per line): print each rule's catch rate and false-positive rate.",
+        dir_okay=False)] = None,
+    show: Annotated[int, typer.Option(help="With --corpus: how many misses and false "
+                                      "positives to list per rule.")] = 10,
 ) -> None:
-    """Would the rule fire on this sample? Fires nothing, ignores repeat policies."""
+    """Would the rule fire on this sample? Fires nothing, ignores repeat policies. With
+    --corpus, measure the stored rules on a corpus file instead."""
     from evacore.services import rules as service
 
+    if corpus is not None:
+        _corpus_report(corpus, name, show)
+        return
+    if name is None:
+        err.print("[red]error:[/red] name the rule to try, or give --corpus FILE")
+        raise typer.Exit(2)
     flags = _when(env)
     rule, result = in_session(lambda s: service.probe(
         s, name=name, text=text, tool=tool, arguments=arguments, env=flags))
@@ -211,3 +227,38 @@ def test_cmd(
     console.print(f"[bold]{rule.name}[/bold] {verdict}: {result.reason}", highlight=False)
     if result.target:
         console.print(Text("target: ", style="dim") + Text(result.target))
+
+
+def _corpus_report(path: Path, name: str | None, show: int) -> None:
+    """Measure the stored rules on a corpus file; a bad file exits 2 and says which lines."""
+    from evacore.rules import measure, parse_corpus
+    from evacore.rules.corpus import percent
+    from evacore.services import rules as service
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"[red]error:[/red] cannot read {path}: {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    samples: list[Any] = []
+    _check(lambda: samples.extend(parse_corpus(text, rule=name, source=str(path))))
+    rules = in_session(service.list_rules)
+    scores = measure(rules, samples)
+    disabled = {rule.name for rule in rules if not rule.enabled}
+    table = Table("rule", "caught", "catch rate", "false positives", "false-positive rate")
+    for score in scores:
+        if score.problem:
+            table.add_row(score.rule, "—", score.problem, "—", "—")
+            continue
+        label = score.rule + (" (disabled)" if score.rule in disabled else "")
+        table.add_row(label, f"{score.caught}/{score.catch_total}", percent(score.catch_rate),
+                      f"{score.false_positives}/{score.pass_total}",
+                      percent(score.false_positive_rate))
+    console.print(table)
+    for score in scores:
+        for kind, items in (("missed", score.misses), ("false positive", score.false_alarms)):
+            for sample in items[:show]:
+                console.print(Text(f"{score.rule} {kind} (line {sample.line}): ", style="dim")
+                              + Text(_short(json.dumps(sample.shown, ensure_ascii=False), 160)))
+    if any(score.problem for score in scores):
+        raise typer.Exit(2)

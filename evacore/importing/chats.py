@@ -8,16 +8,18 @@ has no column (message `extra`, unknown keys, raw dates, key order) is kept unde
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from evacore.domain.ids import utcnow
+from evacore.domain.ids import new_id, utcnow
 from evacore.formats.st_chat import StChat, StMessage, StVariant, parse_st_date
 from evacore.importing._rows import checked_name, column_text, nul_free, ordered_ids
 from evacore.store import chats as chat_repo
+from evacore.store.bulk import Prepared
 from evacore.store.tables import Character, Chat, Message, Persona, Variant
 
 NOTE_KEYS = {"note_prompt": "text", "note_depth": "depth", "note_interval": "interval",
@@ -96,25 +98,27 @@ def _variant_meta(v: StVariant) -> dict[str, Any]:
     }}
 
 
-def _message_rows(chat_id: str, st: StChat, warnings: list[str]
-                  ) -> tuple[list[Message], list[Variant]]:
-    """Rows in file order; a message without a readable date takes the one before it
-    (the first: the chat's `create_date`, else now)."""
-    messages: list[Message] = []
-    variants: list[Variant] = []
+Row = dict[str, Any]
+
+def _message_rows(chat_id: str, st: StChat, warnings: list[str]) -> tuple[list[Row], list[Row]]:
+    """Rows (plain dicts, every column) in file order; a message without a readable date
+    takes the one before it (the first: the chat's `create_date`, else now)."""
+    messages: list[Row] = []
+    variants: list[Row] = []
     last = parse_st_date(st.header.get("create_date")) or utcnow()
     for position, (message_id, m) in enumerate(zip(ordered_ids(len(st.messages)),
                                                    st.messages, strict=True)):
         where = f"message {position + 1}"
         created = last = m.created_at or last
-        row = Message(
-            id=message_id, chat_id=chat_id, position=position, role=m.role,
-            name=checked_name(nul_free(m.name, warnings, where), 300, f"the name of {where}"),
-            content=nul_free(m.content, warnings, where), hidden=m.is_hidden, images=[],
-            created_at=created,
-            extra={"st": {"extra": m.extra, "other": m.other, "key_order": list(m.key_order),
-                          "raw_send_date": m.raw_send_date, "created_at": _iso(m.created_at)}},
-        )
+        row: Row = {
+            "id": message_id, "chat_id": chat_id, "position": position, "role": m.role,
+            "name": checked_name(nul_free(m.name, warnings, where), 300,
+                                 f"the name of {where}"),
+            "content": nul_free(m.content, warnings, where), "hidden": m.is_hidden,
+            "images": [], "created_at": created, "active_variant_id": None,
+            "extra": {"st": {"extra": m.extra, "other": m.other, "key_order": list(m.key_order),
+                             "raw_send_date": m.raw_send_date, "created_at": _iso(m.created_at)}},
+        }
         messages.append(row)
         if m.role != "assistant" and not _has_swipes(m):
             continue
@@ -126,15 +130,15 @@ def _message_rows(chat_id: str, st: StChat, warnings: list[str]
                 moment = previous + _TICK
             previous = moment
             model = v.extra.get("model") if isinstance(v.extra.get("model"), str) else None
-            variants.append(Variant(
-                id=variant_id, message_id=message_id,
-                content=nul_free(v.content, warnings, f"{where}, swipe {index + 1}"),
-                finish_reason="imported", status="complete", steps=[], usage={}, timings={},
-                model=column_text(model, 300) if model else None, created_at=moment,
-                meta=_variant_meta(v),
-            ))
+            variants.append({
+                "id": variant_id, "message_id": message_id,
+                "content": nul_free(v.content, warnings, f"{where}, swipe {index + 1}"),
+                "finish_reason": "imported", "status": "complete", "steps": [], "usage": {},
+                "timings": {}, "model": column_text(model, 300) if model else None,
+                "tour_id": None, "created_at": moment, "meta": _variant_meta(v),
+            })
             if index == m.active_index:
-                row.active_variant_id = variant_id
+                row["active_variant_id"] = variant_id
     return messages, variants
 
 
@@ -155,21 +159,23 @@ async def store_st_chat(session: AsyncSession, st: StChat, *, user_id: str | Non
     if note is not None:
         settings["authors_note"] = note
     chat = Chat(
-        title=column_text(title or st.character_name or "Imported chat", 300) or "Imported chat",
+        id=new_id(), title=column_text(title or st.character_name or "Imported chat", 300) or "Imported chat",
         user_id=user_id, connection_id=connection_id, character_id=character_id,
         persona_id=persona_id, settings=settings, meta=meta,
         variables=dict(variables) if isinstance(variables, dict) else {},
         turn=sum(1 for m in st.messages if m.role == "assistant"),
         next_position=len(st.messages),
     )
+    warnings: list[str] = []
+    # Rows are built before the transaction writes anything (in a thread: a long chat is
+    # seconds of work), so the write lock is held only for the inserts themselves.
+    messages, variants = await asyncio.to_thread(_message_rows, chat.id, st, warnings)
+    message_rows = await Prepared.prepare(session, Message.__table__, messages)
+    variant_rows = await Prepared.prepare(session, Variant.__table__, variants)
     session.add(chat)
     await session.flush()
-    warnings: list[str] = []
-    messages, variants = _message_rows(chat.id, st, warnings)
-    session.add_all(messages)
-    await session.flush()
-    session.add_all(variants)
-    await session.flush()
+    await message_rows.write(session)
+    await variant_rows.write(session)
     return StoredChat(chat, len(messages), warnings)
 
 

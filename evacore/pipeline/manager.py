@@ -3,7 +3,8 @@ shut them down.
 
 Must not: run stages itself (runner.py does) or speak a channel's protocol. Abort works
 across instances: an abort request for a tour owned elsewhere is a database flag its owner
-polls.
+polls. Tours of one chat take turns (chat_turns.py): a second generate waits for the first
+to be saved, so every message lands once, in order, answered from a prompt that holds it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from evacore.logs import get_logger
 from evacore.pipeline import metrics
+from evacore.pipeline.chat_turns import ChatTurns, Turn
 from evacore.pipeline.request import TourRequest, tour_for
 from evacore.pipeline.runner import run_tour
 from evacore.pipeline.tour import Tour
@@ -67,30 +69,39 @@ class TourManager:
     def __init__(self, core: Core) -> None:
         self.core = core
         self.running: dict[str, tuple[Tour, asyncio.Task[None]]] = {}
+        self.turns = ChatTurns()
         self._poller: asyncio.Task[None] | None = None
 
     def start(self, request: TourRequest | Tour) -> RunningTour:
         """Start a tour from any channel. A request is checked first (`InvalidInput` for what
-        does not fit); a prepared `Tour` starts as it is."""
+        does not fit); a prepared `Tour` starts as it is. A chat with a full queue of tours
+        is a `Conflict` (409) at once."""
         if isinstance(request, TourRequest):
             tour = tour_for(request, max_steps=self.core.settings.agent.max_steps)
         else:
             tour = request
-        task = asyncio.create_task(self._run(tour), name=f"tour:{tour.id}")
+        turn = self.turns.enter(tour.chat_id)
+        task = asyncio.create_task(self._run(tour, turn), name=f"tour:{tour.id}")
+        task.add_done_callback(lambda _: self._ended(tour.id, turn))
         self.running[tour.id] = (tour, task)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll_aborts(), name="tour-abort-poller")
         return RunningTour(self, tour, task)
 
-    async def _run(self, tour: Tour) -> None:
+    async def _run(self, tour: Tour, turn: Turn) -> None:
         metrics.ACTIVE.inc()
         try:
-            await run_tour(self.core, tour)
+            await run_tour(self.core, tour, turn=turn)
         finally:
             metrics.ACTIVE.dec()
             self.running.pop(tour.id, None)
             if tour.client_ops:
                 await self._drop_relayed(tour.id)
+
+    def _ended(self, tour_id: str, turn: Turn) -> None:
+        """However the task ended (even cancelled before it ran): out of the books."""
+        self.running.pop(tour_id, None)
+        turn.leave()
 
     async def _drop_relayed(self, tour_id: str) -> None:
         try:

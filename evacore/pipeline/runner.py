@@ -8,6 +8,7 @@ Each stage is timed; each stage's prompt changes are attributed to it in the cha
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import TYPE_CHECKING
 
 from evacore.errors import Aborted, EvacoreError
@@ -46,14 +47,25 @@ FINISH: tuple[Stage, ...] = (PostProcess(), Save())
 STAGES: tuple[Stage, ...] = ASSEMBLE + STEP + FINISH
 
 
-async def run_tour(core: Core, tour: Tour) -> None:
-    """Run one tour to its end; never raises for the tour's own failures (they are saved)."""
+async def run_tour(core: Core, tour: Tour,
+                   turn: AbstractAsyncContextManager[None] | None = None) -> None:
+    """Run one tour to its end; never raises for the tour's own failures (they are saved).
+    `turn`: the chat's turn (chat_turns.py), waited for before stage 1 and held until the
+    tour's end is saved, a failure's included."""
+    async with AsyncExitStack() as held:
+        await _run(core, tour, held, turn)
+
+
+async def _run(core: Core, tour: Tour, held: AsyncExitStack,
+               turn: AbstractAsyncContextManager[None] | None) -> None:
     with bind_tour(tour.id, tour.chat_id):
         tour.diagnostics["seed"] = tour.seed
         if tour.env_overrides:
             tour.diagnostics["env_overrides"] = dict(tour.env_overrides)
         started = False
         try:
+            if turn is not None:
+                await held.enter_async_context(turn)  # a cancel here: aborted, nothing stored
             await run_stage(core, tour, ASSEMBLE[0])
             started = True
             tour.diagnostics["env"] = dict(tour.env)  # as stage 1 completed it (`picture`)

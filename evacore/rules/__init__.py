@@ -4,6 +4,7 @@ Must not: hold code of its own; it re-exports the package's public names.
 """
 
 from evacore.rules.calibration import SEED_META_KEY, Left, SeedPlan, StoredRuleState, plan_seeding
+from evacore.rules.corpus import Sample, Score, measure, parse_corpus, report_lines, shipped_corpus
 from evacore.rules.engine import (
     INTERRUPT_TAIL,
     AnswerVerdict,
@@ -27,7 +28,7 @@ from evacore.rules.model import (
     validate_rule,
 )
 from evacore.rules.probe import ProbeResult, probe_rule
-from evacore.rules.seeds import SEED_VERSION, SEEDS, load_corpus, seed_rules
+from evacore.rules.seeds import SEED_VERSION, SEEDS, seed_rules
 from evacore.rules.target import canonical_arguments
 from evacore.rules.telemetry import FIRED_TOTAL, RuleCounts, rules_stats, stat_row
 
@@ -48,6 +49,8 @@ __all__ = [
     "RuleInput",
     "RulePatch",
     "RuleSet",
+    "Sample",
+    "Score",
     "SeedPlan",
     "StoredRuleState",
     "TourRules",
@@ -57,13 +60,16 @@ __all__ = [
     "env_flags",
     "insert_reminders",
     "interrupt_message",
-    "load_corpus",
+    "measure",
+    "parse_corpus",
     "plan_seeding",
     "probe_rule",
     "reminder_block",
+    "report_lines",
     "rule_to_json",
     "rules_stats",
     "seed_rules",
+    "shipped_corpus",
     "stat_row",
     "validate_rule",
 ]

@@ -19,6 +19,9 @@ from evacore.rules.seeds import SEED_VERSION, SEEDS
 SEED_META_KEY = "stream_rules"
 """The `seed_meta` row (key) that holds the plan's `new_meta`."""
 
+WAVES_KEPT = 50
+"""How many wave records the seed meta keeps (the oldest are dropped)."""
+
 EDIT_SLACK = timedelta(seconds=5)
 """`updated_at` this much past the seeding time still counts as the seeding's own write
 (clock rounding between the core and the database)."""
@@ -85,8 +88,11 @@ def plan_seeding(
     version: int = SEED_VERSION,
 ) -> SeedPlan:
     """The wave for this release. `seed_meta` is what the last wave stored (None or {} for a
-    new database): {"version": int, "rules": {name: {"hash", "version", "at"}}}, one entry per
-    seeded name ever written, so a deleted seeded rule is never created again."""
+    new database): {"version": int, "rules": {name: {"hash", "version", "at"}}, "waves": [...]},
+    one entry per seeded name ever written, so a deleted seeded rule is never created again, and
+    one record per wave that wrote something. An untouched row already holding this seed's
+    fields but an older `seed_version` is rewritten too, so every untouched seeded rule carries
+    the version of the release it is current with."""
     stamp = now or datetime.now(UTC)
     old_entries: dict[str, dict[str, Any]] = dict((seed_meta or {}).get("rules") or {})
     entries = {name: dict(entry) for name, entry in old_entries.items()}
@@ -121,7 +127,7 @@ def plan_seeding(
         reason = _touched(row, known)
         if reason is not None:
             leave.append(Left(seed.name, reason))
-        elif row.seed_hash == seed_hash:
+        elif row.seed_hash == seed_hash and (row.seed_version or 0) >= (fresh.seed_version or 0):
             leave.append(Left(seed.name, "current"))
         else:
             rewrite.append(dataclasses.replace(fresh, created_at=row.created_at or stamp))
@@ -136,9 +142,30 @@ def plan_seeding(
     new_meta = {
         "version": max(version, int((seed_meta or {}).get("version") or 0)),
         "rules": entries,
+        "waves": list((seed_meta or {}).get("waves") or []),
     }
-    meta_changed = entries != old_entries or (seed_meta or {}).get("version") != new_meta["version"]
+    if create or rewrite:
+        new_meta["waves"] = [*new_meta["waves"], _wave_record(stamp, version, create, rewrite, leave)]
+        new_meta["waves"] = new_meta["waves"][-WAVES_KEPT:]
+    meta_changed = (
+        entries != old_entries
+        or (seed_meta or {}).get("version") != new_meta["version"]
+        or new_meta["waves"] != list((seed_meta or {}).get("waves") or [])
+    )
     return SeedPlan(tuple(create), tuple(rewrite), tuple(leave), new_meta, meta_changed)
+
+
+def _wave_record(
+    stamp: datetime, version: int, create: list[Rule], rewrite: list[Rule], leave: list[Left]
+) -> dict[str, Any]:
+    """What one wave did, kept in the seed meta: the database's own record of its waves."""
+    return {
+        "at": stamp.isoformat(),
+        "version": version,
+        "created": [rule.name for rule in create],
+        "rewritten": [rule.name for rule in rewrite],
+        "left": {left.name: left.reason for left in leave if left.reason != "current"},
+    }
 
 
 def _touched(row: StoredRuleState, known: Mapping[str, Any] | None) -> str | None:

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from evacore.rules.engine import RuleSet, env_flags
+from evacore.rules.engine import CompiledRule, RuleSet, env_flags
 from evacore.rules.model import Rule
 from evacore.rules.target import canonical_arguments
 
@@ -30,14 +30,17 @@ def probe_rule(
     tool: str | None = None,
     arguments: str = "{}",
     env: Mapping[str, bool] | Iterable[str] | None = None,
+    compiled: CompiledRule | None = None,
 ) -> ProbeResult:
     """Whether `rule` would fire on an answer `text` (text rules) or on a call of `tool` with
     `arguments` (tool rules; `tool` defaults to the rule's own). `env` None: `when` is assumed
-    to hold. A disabled rule is probed as if enabled, and the reason says so."""
-    loaded = RuleSet.compile([dataclasses.replace(rule, enabled=True)], log=_Quiet())
-    if not loaded.rules:
-        return ProbeResult(False, f"the rule is not loadable: {loaded.skipped[0][1]}", "")
-    compiled = loaded.rules[0]
+    to hold. A disabled rule is probed as if enabled, and the reason says so. `compiled`, from
+    `compile_for_probe(rule)`, saves compiling the rule again for each of many samples."""
+    if compiled is None:
+        loaded = compile_for_probe(rule)
+        if isinstance(loaded, str):
+            return ProbeResult(False, f"the rule is not loadable: {loaded}", "")
+        compiled = loaded
     note = "" if rule.enabled else " (the rule is disabled, so it fires nowhere yet)"
     if rule.scope == "text":
         if text is None:
@@ -73,6 +76,14 @@ def probe_rule(
     else:
         reason = "the condition is found" if fires else "the condition is not found"
     return ProbeResult(fires, reason + note, target)
+
+
+def compile_for_probe(rule: Rule) -> CompiledRule | str:
+    """The rule compiled as if enabled, or why it cannot be loaded."""
+    loaded = RuleSet.compile([dataclasses.replace(rule, enabled=True)], log=_Quiet())
+    if not loaded.rules:
+        return loaded.skipped[0][1]
+    return loaded.rules[0]
 
 
 class _Quiet:

@@ -152,8 +152,10 @@ async def run_seeding(db: Database, seeds: Iterable[Rule] | None = None) -> Seed
             await asyncio.sleep(0.05 * (attempt + 1))
             continue
         if plan.create or plan.rewrite:
-            _log.info("stream rules seeded", created=[r.name for r in plan.create],
-                      rewritten=[r.name for r in plan.rewrite])
+            kept = {left.name: left.reason for left in plan.leave if left.reason != "current"}
+            _log.info("stream rules seeded", version=plan.new_meta.get("version"),
+                      created=[r.name for r in plan.create],
+                      rewritten=[r.name for r in plan.rewrite], left=kept)
         return plan
     raise AssertionError("unreachable")
 

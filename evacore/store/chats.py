@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from evacore.domain.ids import new_id, utcnow
 from evacore.errors import NotFound
@@ -34,6 +35,9 @@ class HistoryMessage:
     created_at: Any = None
     resolved: bool = False
     """The text is the input as a tour resolved its macros (not to be evaluated again)."""
+    unfinished: bool = False
+    """The active variant is an answer that was stopped or failed (status `aborted` or
+    `failed`): it stays in the chat, but a prompt never shows it as a finished answer."""
 
 
 async def get_chat(session: AsyncSession, chat_id: str, *, lock: bool = False) -> Chat:
@@ -78,11 +82,21 @@ async def add_message(
     created_at: Any = None,
     flush: bool = True,
 ) -> Message:
-    """Append a message at the chat's next position (positions never repeat). With
-    `flush=False` it is written with the session's next flush (one round trip fewer)."""
-    position = chat.next_position
-    chat.next_position = position + 1
-    chat.updated_at = utcnow()
+    """Append a message at the chat's next position. The position is taken from the row
+    itself in one statement (`UPDATE … RETURNING`), so concurrent writers of one chat never
+    pick the same one, whatever the backend. With `flush=False` the message itself is
+    written with the session's next flush."""
+    now = utcnow()
+    taken = await session.scalar(
+        update(Chat).where(Chat.id == chat.id)
+        .values(next_position=Chat.next_position + 1, updated_at=now)
+        .returning(Chat.next_position)
+        .execution_options(synchronize_session=False))
+    if taken is None:
+        raise NotFound(f"chat {chat.id} not found")
+    position = int(taken) - 1
+    set_committed_value(chat, "next_position", position + 1)
+    set_committed_value(chat, "updated_at", now)
     msg = Message(
         id=new_id(),
         chat_id=chat.id,
@@ -161,7 +175,7 @@ async def history_newest_first(
     stmt = (
         select(Message.id, Message.position, Message.role, Message.name, Message.content,
                Message.images, Message.hidden, Message.created_at, Message.extra,
-               Variant.id, Variant.content, Variant.steps)
+               Variant.id, Variant.content, Variant.steps, Variant.status)
         .outerjoin(Variant, Variant.id == Message.active_variant_id)
         .where(Message.chat_id == chat_id)
     )
@@ -170,7 +184,7 @@ async def history_newest_first(
     rows = (await session.execute(stmt.order_by(Message.position.desc()).limit(limit))).all()
     out = []
     for (id_, position, role, name, content, images, hidden, created_at, extra,
-         variant_id, variant_content, variant_steps) in rows:
+         variant_id, variant_content, variant_steps, variant_status) in rows:
         found = variant_id is not None
         out.append(
             HistoryMessage(
@@ -185,6 +199,7 @@ async def history_newest_first(
                 variant_id=variant_id,
                 created_at=created_at,
                 resolved=not found and _is_resolved(content, extra),
+                unfinished=variant_status in ("aborted", "failed"),
             )
         )
     return out
@@ -238,9 +253,12 @@ async def delete_message(session: AsyncSession, message: Message) -> None:
 
 
 async def bump_turn(session: AsyncSession, chat_id: str) -> int:
-    """Count one committed model answer (SPEC §1 turn); returns the new turn."""
-    await session.execute(update(Chat).where(Chat.id == chat_id).values(turn=Chat.turn + 1))
-    return int(await session.scalar(select(Chat.turn).where(Chat.id == chat_id)) or 0)
+    """Count one committed model answer (SPEC §1 turn) in one statement; returns the new
+    turn."""
+    turn = await session.scalar(
+        update(Chat).where(Chat.id == chat_id).values(turn=Chat.turn + 1)
+        .returning(Chat.turn).execution_options(synchronize_session=False))
+    return int(turn or 0)
 
 
 def message_json(m: Message, variants: list[Variant]) -> dict[str, Any]:

@@ -30,6 +30,14 @@ async def create_tour(session: AsyncSession, **fields: Any) -> TourRow:
     return row
 
 
+async def running_elsewhere(session: AsyncSession, chat_id: str, instance_id: str
+                            ) -> str | None:
+    """The id of a tour of the chat running on another instance, if there is one."""
+    return await session.scalar(
+        select(TourRow.id).where(TourRow.chat_id == chat_id, TourRow.status == "running",
+                                 TourRow.instance_id != instance_id).limit(1))
+
+
 async def finish_tour(
     session: AsyncSession,
     tour_id: str,

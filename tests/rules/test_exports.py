@@ -10,6 +10,8 @@ def test_rules_public_names_all_import() -> None:
         assert getattr(evacore.rules, name) is not None
     public = {n for n in vars(evacore.rules) if not n.startswith("_")} - {
         "calibration",
+        "corpus",
+        "patterns",
         "engine",
         "model",
         "probe",

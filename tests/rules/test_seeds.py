@@ -12,10 +12,12 @@ from evacore.rules import (
     RepeatState,
     Rule,
     RuleSet,
+    Sample,
     TourRules,
     content_hash,
-    load_corpus,
+    measure,
     rule_to_json,
+    shipped_corpus,
     validate_rule,
 )
 
@@ -43,48 +45,78 @@ def test_r6_10_seed_passes_its_own_validation(seed: Rule) -> None:
     assert 0 < len(seed.text) <= 400
 
 
-def _entries(kind: str) -> list[tuple[str, Any]]:
-    return [(seed.name, entry) for seed in SEEDS for entry in load_corpus(seed.name)[kind]]
+HARD = [seed for seed in SEEDS if seed.scope == "text"]
 
 
-def _fires(name: str, entry: Any) -> bool:
+def _entries(expect: str) -> list[tuple[str, Sample]]:
+    return [(seed.name, sample) for seed in SEEDS for sample in shipped_corpus(seed.name)
+            if sample.expect == expect]
+
+
+def _fires(name: str, sample: Sample) -> bool:
+    """Through the tour engine, as a real tour judges an answer or a call."""
     seed = BY_NAME[name]
-    if isinstance(entry, str):
-        entry = {"text": entry}
-    env = entry.get("env", list(seed.when))
+    env = list(seed.when) if sample.env is None else list(sample.env)
     rules = TourRules(RuleSet.compile([seed]), env, RepeatState(), 1)
     if seed.scope == "text":
-        return rules.check_answer(entry["text"]).action == "discard"
-    return bool(rules.check_tool_call(entry["tool"], entry["arguments"]))
+        assert sample.text is not None
+        return rules.check_answer(sample.text).action == "discard"
+    assert sample.tool is not None
+    return bool(rules.check_tool_call(sample.tool, sample.arguments))
 
 
-@pytest.mark.parametrize(
-    ("name", "entry"), _entries("catch"), ids=lambda v: v if isinstance(v, str) else ""
-)
-def test_r6_10_seed_catches_its_corpus(name: str, entry: Any) -> None:
-    assert _fires(name, entry)
+def _id(value: Any) -> str:
+    return value.shown[:60] if isinstance(value, Sample) else str(value)
 
 
-@pytest.mark.parametrize(
-    ("name", "entry"), _entries("pass"), ids=lambda v: v if isinstance(v, str) else ""
-)
-def test_r6_10_seed_lets_harmless_texts_pass(name: str, entry: Any) -> None:
-    assert not _fires(name, entry)
+@pytest.mark.parametrize(("name", "sample"), _entries("catch"), ids=_id)
+def test_r6_10_seed_catches_its_corpus(name: str, sample: Sample) -> None:
+    assert _fires(name, sample)
+
+
+@pytest.mark.parametrize(("name", "sample"), _entries("pass"), ids=_id)
+def test_r6_10_seed_lets_harmless_texts_pass(name: str, sample: Sample) -> None:
+    assert not _fires(name, sample)
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda r: r.name)
 def test_r6_10_every_seed_has_a_full_corpus(seed: Rule) -> None:
-    corpus = load_corpus(seed.name)
-    assert corpus["rule"] == seed.name
-    assert len(corpus["catch"]) >= 8 and len(corpus["pass"]) >= 8
+    corpus = shipped_corpus(seed.name)
+    assert {sample.rule for sample in corpus} == {seed.name}
+    wanted = 100 if seed.scope == "text" else 8
+    assert sum(s.expect == "catch" for s in corpus) >= wanted
+    assert sum(s.expect == "pass" for s in corpus) >= wanted
 
 
-def test_r6_10_refusal_corpus_covers_english_and_russian() -> None:
-    corpus = load_corpus("look_before_refusing")
-    for kind in ("catch", "pass"):
-        texts = [e if isinstance(e, str) else e["text"] for e in corpus[kind]]
-        cyrillic = [t for t in texts if any("а" <= ch.lower() <= "я" for ch in t)]
-        assert len(cyrillic) >= 8 and len(texts) - len(cyrillic) >= 8
+@pytest.mark.parametrize("seed", HARD, ids=lambda r: r.name)
+def test_r6_10_hard_seed_figures_100_percent_caught_at_most_1_percent_false(seed: Rule) -> None:
+    [score] = measure(SEEDS, shipped_corpus(seed.name))
+    assert score.catch_rate == 1.0, [m.shown for m in score.misses]
+    assert score.false_positive_rate is not None and score.false_positive_rate <= 0.01, [
+        m.shown for m in score.false_alarms]
+
+
+def _cyrillic(text: str) -> bool:
+    return any("а" <= ch.lower() <= "я" for ch in text)
+
+
+@pytest.mark.parametrize("name", ["look_before_refusing", "telegram_markdown_image"])
+def test_r6_10_corpus_covers_english_and_russian(name: str) -> None:
+    for expect in ("catch", "pass"):
+        texts = [s.text or "" for s in shipped_corpus(name) if s.expect == expect]
+        russian = [t for t in texts if _cyrillic(t)]
+        least = 90 if name == "look_before_refusing" else 15
+        assert len(russian) >= least and len(texts) - len(russian) >= least
+
+
+def test_r6_10_refusal_corpus_holds_the_shapes_models_write() -> None:
+    texts = [s.text or "" for s in shipped_corpus("look_before_refusing")]
+    assert any("’" in t for t in texts)  # curly apostrophes
+    assert any("\u200d" in t for t in texts)  # ZWJ sequences
+    assert any(any(0x1F3FB <= ord(ch) <= 0x1F3FF for ch in t) for t in texts)  # skin tones
+    assert any("\u00a0" in t for t in texts)  # odd spacing before the end
+    assert any("не умею" in t.lower() for t in texts)
+    assert any("```" in t for t in texts) and any("\n- " in t or t.startswith("- ") for t in texts)
 
 
 def test_r6_10_bare_emoji_in_telegram_is_caught_as_a_reaction_before_the_missing_tail() -> None:

@@ -82,3 +82,37 @@ def test_r11_demo_runs_offline_on_a_fresh_data_dir(tmp_path: Path) -> None:
              for line in out.splitlines() if line.count("│") >= 4}
     assert stats["telegram_reply_tail"] == "1" and stats["write_diff_over_write_file"] == "1"
     assert not (tmp_path / "xdg" / "evacore").exists()  # nothing written outside its temp dir
+
+
+def test_r6_10_rules_test_corpus_reports_catch_and_false_positive_rates(
+    cli, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    corpus = tmp_path / "mine.jsonl"
+    lines = [
+        "// an owner's own samples",
+        '{"rule": "look_before_refusing", "expect": "catch", "text": "Я не умею смотреть картинки."}',
+        '{"rule": "look_before_refusing", "expect": "catch", "text": "Pictures? Not my thing."}',
+        '{"rule": "look_before_refusing", "expect": "pass", "text": "На фото я не вижу людей."}',
+        "",
+        '{"rule": "telegram_reply_tail", "expect": "pass", "text": "See you. ↩ #1"}',
+        '{"rule": "telegram_reply_tail", "expect": "pass", "text": "Bye\\u2028now"}',
+    ]
+    corpus.write_text("\n".join(lines), encoding="utf-8")
+    out = cli("rules", "test", "--corpus", str(corpus))
+    assert "look_before_refusing" in out and "1/2" in out and "50.0 %" in out
+    assert 'look_before_refusing missed (line 3): "Pictures? Not my thing."' in out
+    assert "telegram_reply_tail false positive (line 7)" in out and "0/0" in out
+
+    cli("rules", "edit", "telegram_reply_tail", "--disabled")
+    one = cli("rules", "test", "telegram_reply_tail", "--corpus", str(corpus), code=2)
+    assert "line 2: the sample is for 'look_before_refusing'" in one
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rule": "x", "expect": "maybe", "text": "t"}\nnot json\n', encoding="utf-8")
+    message = cli("rules", "test", "--corpus", str(bad), code=2)
+    assert "line 1:" in message and '"expect" must be' in message and "line 2:" in message
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text('{"rule": "no_such_rule", "expect": "catch", "text": "t"}\n',
+                       encoding="utf-8")
+    assert "no such rule" in cli("rules", "test", "--corpus", str(unknown), code=2)
+    assert "--corpus" in cli("rules", "test", code=2)

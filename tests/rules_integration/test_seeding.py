@@ -15,7 +15,7 @@ from sqlalchemy import delete, update
 from evacore.config import Settings
 from evacore.core import Core, start_core
 from evacore.domain.ids import utcnow
-from evacore.rules import SEED_META_KEY, SEEDS
+from evacore.rules import SEED_META_KEY, SEED_VERSION, SEEDS
 from evacore.services.rules import run_seeding
 from evacore.store import rules as store
 from evacore.store.tables import SeedMeta, StreamRule
@@ -24,7 +24,8 @@ from tests.rules_integration.helpers import SEEDED, add_rule
 pytestmark = pytest.mark.both_backends
 
 RELEASE_2 = tuple(
-    dataclasses.replace(seed, text=seed.text + " (v2)", seed_hash=None, seed_version=2)
+    dataclasses.replace(seed, text=seed.text + " (v2)", seed_hash=None,
+                        seed_version=SEED_VERSION + 1)
     for seed in SEEDS
 )
 
@@ -51,7 +52,7 @@ async def test_r6_10_fresh_database_gets_six_seeded_rules_and_waves_are_idempote
 ) -> None:
     rules = await _rules(client)
     assert sorted(rules) == sorted(SEEDED)
-    assert all(r["seeded"] and r["seed_version"] == 1 and r["enabled"] for r in rules.values())
+    assert all(r["seeded"] and r["seed_version"] == SEED_VERSION and r["enabled"] for r in rules.values())
     assert (await run_seeding(core)).changed is False
     assert await _rules(client) == rules
 
@@ -77,7 +78,7 @@ async def test_r6_10_wave_rewrites_only_untouched_seeded_rules(
     assert sorted(r.name for r in plan.rewrite) == ["telegram_reply_tail",
                                                      "write_diff_over_write_file"]
     for name in ("telegram_reply_tail", "write_diff_over_write_file"):
-        assert after[name]["text"].endswith("(v2)") and after[name]["seed_version"] == 2
+        assert after[name]["text"].endswith("(v2)") and after[name]["seed_version"] == SEED_VERSION + 1
         assert after[name]["created_at"] == before[name]["created_at"]
     assert after[edited]["text"] == "My own wording."
     assert after["look_before_refusing"]["enabled"] is False

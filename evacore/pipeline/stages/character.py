@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from evacore.domain.images import image_part
@@ -132,6 +133,12 @@ class Character:
             for m in batch:
                 if m.hidden or m.id == skip:
                     continue
+                if m.unfinished:
+                    # a stopped or failed answer is not the model's finished word: only the
+                    # tool calls it made are replayed (with their results, R5.4)
+                    if not m.steps:
+                        continue
+                    m = replace(m, content="")
                 newest_first.append(m)
                 total += len(m.content) + sum(len(str(s)) for s in m.steps)
             if complete or total > budget_chars or not batch:

@@ -36,14 +36,15 @@ class Save:
     async def run(self, core: Core, tour: Tour) -> None:
         tour.status = "completed"
         tour.data["save_started"] = time.perf_counter()
-        async with core.session() as s:
-            message_id, variant_id = await _store_answer(s, tour, "complete")
-            await _store_chat_state(s, tour, committed=True)
-            await _store_extras(core, s, tour)
-            await tour_store.finish_tour(
-                s, tour.id, status="completed", diagnostics=diagnostics_of(tour),
-                message_id=message_id, variant_id=variant_id,
-            )
+        try:
+            message_id, variant_id = await _save(core, tour, extras=True)
+        except Exception as exc:  # noqa: BLE001 - the answer is kept without the extras
+            # A record another package keeps (rule firings …) failed: the answer, the chat's
+            # counters and the tour's end still go in, the failure named in diagnostics.
+            log.exception("tour.save_extras_failed")
+            tour.diagnostics["save_problem"] = f"{type(exc).__name__}: the tour's extra " \
+                "records (rule firings, plugin records) were not stored"
+            message_id, variant_id = await _save(core, tour, extras=False)
         tour.data["saved"] = (message_id, variant_id)
         tour.events.emit("message", {
             "message_id": message_id, "variant_id": variant_id, "content": tour.answer,
@@ -54,13 +55,34 @@ class Save:
         })
 
 
+async def _save(core: Core, tour: Tour, *, extras: bool) -> tuple[str | None, str | None]:
+    async with core.session() as s:
+        message_id, variant_id = await _store_answer(s, tour, "complete")
+        await _store_chat_state(s, tour, committed=True)
+        if extras:
+            await _store_extras(core, s, tour)
+        await tour_store.finish_tour(
+            s, tour.id, status="completed", diagnostics=diagnostics_of(tour),
+            message_id=message_id, variant_id=variant_id,
+        )
+    return message_id, variant_id
+
+
+def storable(text: str) -> str:
+    """Model text as a text column takes it: PostgreSQL refuses NUL characters, so each
+    becomes U+FFFD (on every backend alike)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 async def _store_answer(s: AsyncSession, tour: Tour, status: str) -> tuple[str | None, str | None]:
     if tour.mode not in STORED_MODES:
         return None, None
     steps = [st.stored() for st in tour.steps if st.tool_calls]
-    content = tour.answer
-    if tour.mode == "continue":
-        content = tour.answer  # the prefill (old text) is already at its front
+    for st in steps:
+        if isinstance(st.get("text"), str):
+            st["text"] = storable(st["text"])
+    # in continue mode the prefill (the old text) is already at the answer's front
+    content = storable(tour.answer)
     chat = await chat_store.get_chat(s, tour.chat_id)
     # Nothing is flushed here: the message, its variant and the chat's counters go out
     # with the transaction's next statement, one write per row.
@@ -91,7 +113,7 @@ async def _store_chat_state(s: AsyncSession, tour: Tour, *, committed: bool) -> 
     chat.variables = dict(chat_data["variables"])
     chat.state = dict(chat_data["state"])
     if committed and tour.mode in STORED_MODES:
-        chat.turn = (chat.turn or 0) + 1
+        await chat_store.bump_turn(s, chat.id)  # in the row itself: no update is lost
     env = tour.data.get("macro_env")
     if env is not None and env.global_vars != tour.data.get("global_vars_before"):
         await put_setting(s, "global_variables", dict(env.global_vars))
@@ -135,6 +157,11 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
     # the prefill (or the text being continued) alone is not an answer: keep it only with
     # the model's own text after it
     text = "".join(partial) if partial and tour.data.get("partial_tokens") else ""
+    if tour.data.get("holding") and step is not None and step not in tour.steps and text:
+        # held back while a text rule could still discard it: never judged, never shown,
+        # so never stored as what the character said
+        tour.diagnostics["unjudged_dropped"] = len(text)
+        text = ""
     if step is not None and step not in tour.steps and not step.discarded:
         step.text = text
         if step.tool_calls or text:
@@ -145,16 +172,24 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
     tour.finish_reason = "abort" if status == "aborted" else "error"
     tour.diagnostics["error"] = tour.error
     message_id = variant_id = None
-    try:
-        async with core.session() as s:
-            if tour.answer or any(st.tool_calls for st in tour.steps):
-                message_id, variant_id = await _store_answer(s, tour, status)
-            await _store_chat_state(s, tour, committed=False)
-            await _store_extras(core, s, tour)
-            await tour_store.finish_tour(
-                s, tour.id, status=status, diagnostics=diagnostics_of(tour), error=tour.error,
-                message_id=message_id, variant_id=variant_id,
-            )
-    except Exception:
-        log.exception("tour.save_failure_failed")
+    # What can be kept, in falling order: everything; the partial answer and the tour's end
+    # without the extras; the tour's end alone. A tour is never left `running`.
+    for keep in ("all", "answer", "end"):
+        try:
+            async with core.session() as s:
+                if keep != "end" and (tour.answer or any(st.tool_calls for st in tour.steps)):
+                    message_id, variant_id = await _store_answer(s, tour, status)
+                if keep == "all":
+                    await _store_chat_state(s, tour, committed=False)
+                    await _store_extras(core, s, tour)
+                diagnostics = diagnostics_of(tour) if keep != "end" else {
+                    "error": tour.error, "save_problem": "the tour's record could not be stored"}
+                await tour_store.finish_tour(
+                    s, tour.id, status=status, diagnostics=diagnostics,
+                    error=tour.error, message_id=message_id, variant_id=variant_id,
+                )
+            break
+        except Exception:
+            message_id = variant_id = None
+            log.exception("tour.save_failure_failed", kept=keep)
     tour.data["saved"] = (message_id, variant_id)

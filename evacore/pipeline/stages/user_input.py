@@ -1,7 +1,9 @@
 """Stage 1, user input: load the chat and its parts, check the mode, commit the user's message.
 
 Must not: build any prompt text. The user's message is committed here, in its own
-transaction, before anything later can fail (R2.1 stage 1): it is never lost.
+transaction, before anything later can fail (R2.1 stage 1): it is never lost. Tours of one
+chat take turns: this instance's by the manager's queue (chat_turns.py), other instances'
+by the wait here, decided under the chat's lock.
 Stored values are read through their typed shapes (domain/chat_settings.py,
 domain/connection_params.py): a key written before those checks existed that does not fit
 is left out (its default applies) and named in the tour's diagnostics (`ignored`), so old
@@ -10,11 +12,12 @@ bad data never fails a tour; the same holds for a persona that is not the chat o
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from evacore.domain.chat_settings import read_chat_settings
 from evacore.domain.connection_params import read_connection_params
-from evacore.errors import InvalidInput, NotFound
+from evacore.errors import ChatBusy, InvalidInput, NotFound
 from evacore.logs import get_logger
 from evacore.pipeline.tour import MODES
 from evacore.store import chats as chat_store
@@ -41,6 +44,18 @@ DEFAULT_CHARACTER: dict[str, Any] = {
 }
 
 
+ELSEWHERE_POLL_SECONDS = 0.2
+ELSEWHERE_WAIT_SECONDS = 120.0
+"""How long a tour waits for its chat's tour on another instance (one whose instance died
+is marked interrupted within 30 s, R14.5) before it is refused as `chat_busy`."""
+
+
+class _TakenElsewhere(Exception):
+    def __init__(self, tour_id: str) -> None:
+        super().__init__(tour_id)
+        self.tour_id = tour_id
+
+
 class UserInput:
     number = 1
     name = "user_input"
@@ -48,6 +63,21 @@ class UserInput:
     async def run(self, core: Core, tour: Tour) -> None:
         if tour.mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
+        waited = 0.0
+        while True:
+            try:
+                return await self._open(core, tour)
+            except _TakenElsewhere as taken:
+                if waited >= ELSEWHERE_WAIT_SECONDS:
+                    raise ChatBusy(f"chat {tour.chat_id} is busy with tour {taken.tour_id} "
+                                   "on another instance") from None
+                await asyncio.sleep(ELSEWHERE_POLL_SECONDS)
+                waited += ELSEWHERE_POLL_SECONDS
+
+    async def _open(self, core: Core, tour: Tour) -> None:
+        """One transaction: the chat read under its row lock, the tour's record and the
+        user's message written, unless a tour of the chat runs on another instance (then
+        nothing is written and `_TakenElsewhere` says which)."""
         async with core.session() as s:
             chat, connection, character, persona = await chat_store.chat_with_parts(
                 s, tour.chat_id, lock=True)
@@ -57,6 +87,15 @@ class UserInput:
                 raise InvalidInput("the chat has no connection; set connection_id first")
             if connection is None:
                 raise NotFound(f"connection {chat.connection_id} not found")
+            # The record first: on SQLite its insert takes the write lock, on PostgreSQL the
+            # chat's row lock is held, so the check below sees every other instance's tour.
+            await tour_store.create_tour(
+                s, id=tour.id, chat_id=chat.id, user_id=tour.user_id, mode=tour.mode,
+                env=tour.env, instance_id=core.instance_id,
+            )
+            other = await tour_store.running_elsewhere(s, chat.id, core.instance_id)
+            if other is not None:
+                raise _TakenElsewhere(other)
             settings, ignored = read_chat_settings(chat.settings)
             params, bad_params = read_connection_params(connection.params)
             ignored += bad_params
@@ -78,10 +117,6 @@ class UserInput:
                 user_message_id = msg.id
             elif tour.mode == "normal" and last is None:
                 raise InvalidInput("the message is empty")
-            await tour_store.create_tour(
-                s, id=tour.id, chat_id=chat.id, user_id=tour.user_id, mode=tour.mode,
-                env=tour.env, instance_id=core.instance_id,
-            )
             if ignored:
                 tour.diagnostics["ignored"] = ignored
                 log.warning("tour.stored_values_ignored", chat_id=chat.id, problems=ignored)

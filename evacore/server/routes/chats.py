@@ -261,6 +261,8 @@ async def patch_message(chat_id: str, message_id: str, body: MessagePatch, who: 
         active = next((v for v in variants if v.id == msg.active_variant_id), None)
         if active is not None:
             active.content = body.content
+            if active.status in ("aborted", "failed"):
+                active.status = "complete"  # edited by a person: it is theirs now, and whole
         else:
             msg.content = body.content
     if body.hidden is not None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from evacore.domain.connection_params import RequestParamsField
@@ -122,11 +122,23 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
                                   tour.error["message"], tour_id=tour.id)
         return JSONResponse(result_json(tour))
     events = aiter(running.batches())
+    # The first batch may be a while (stages 1-9, or the chat's earlier tour still running):
+    # a client that leaves meanwhile aborts the tour, which then stores nothing it had not.
+    gone = asyncio.ensure_future(_client_gone(request))
+    nxt = asyncio.ensure_future(anext(events, None))
     try:
-        first = await anext(events, None)
+        await asyncio.wait({nxt, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not nxt.done():
+            nxt.cancel()
+            running.abort("client disconnected")
+            return Response(status_code=499)
+        first = nxt.result()
     except asyncio.CancelledError:
+        nxt.cancel()
         running.abort("client disconnected")
         raise
+    finally:
+        gone.cancel()
     if first is not None and first[0][0] == "error":
         # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
         code, message = first[0][1]["code"], first[0][1]["message"]
