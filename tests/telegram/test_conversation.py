@@ -14,7 +14,7 @@ from tests.telegram.conftest import MASTER, MASTER_ID
 from tests.telegram.helpers import answers_after, chat_of, settled, stored
 
 
-async def test_a_tailless_answer_is_discarded_and_the_retry_replies_to_the_message(
+async def test_r14_2_a_tailless_answer_is_discarded_and_the_retry_replies_to_the_message(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     asked = bot_api.say(MASTER_ID, MASTER, "Will it rain today?")
@@ -40,7 +40,7 @@ async def test_a_tailless_answer_is_discarded_and_the_retry_replies_to_the_messa
                        ("assistant", f"Rain after noon, take an umbrella. ↩ #{mid}")]
 
 
-async def test_a_markdown_image_never_reaches_the_chat(
+async def test_r14_2_a_markdown_image_never_reaches_the_chat(
     bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     asked = bot_api.say(MASTER_ID, MASTER, "Show me a cat")
@@ -54,7 +54,7 @@ async def test_a_markdown_image_never_reaches_the_chat(
         assert "![" not in str(call.params) and "a cat]" not in str(call.params)
 
 
-async def test_bold_and_code_arrive_as_entities_without_parse_mode(
+async def test_r14_2_bold_and_code_arrive_as_entities_without_parse_mode(
     bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     mid = bot_api.say(MASTER_ID, MASTER, "Format test")["message_id"]
@@ -67,7 +67,7 @@ async def test_bold_and_code_arrive_as_entities_without_parse_mode(
     assert {("bold", "bold"), ("code", "code"), ("italic", "this")} <= kinds
 
 
-async def test_a_9000_character_answer_arrives_in_three_messages_split_at_paragraph_ends(
+async def test_r14_2_a_9000_character_answer_arrives_in_three_messages_split_at_paragraph_ends(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     mid = bot_api.say(MASTER_ID, MASTER, "Tell me a long story")["message_id"]
@@ -91,7 +91,7 @@ async def test_a_9000_character_answer_arrives_in_three_messages_split_at_paragr
     assert [(r.status, r.parts_sent) for r in rows] == [("sent", len(sent))]
 
 
-async def test_flood_control_is_waited_out_and_the_answer_arrives_once(
+async def test_r14_2_flood_control_is_waited_out_and_the_answer_arrives_once(
     bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     bot_api.fail("sendMessage", 429, retry_after=1)
@@ -106,7 +106,7 @@ async def test_flood_control_is_waited_out_and_the_answer_arrives_once(
     assert len(bot_api.sent(MASTER_ID)) == 1
 
 
-async def test_network_errors_are_retried(
+async def test_r14_2_network_errors_are_retried(
     bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     bot_api.fail("sendMessage", 0, times=2)  # two dropped connections
@@ -117,7 +117,7 @@ async def test_network_errors_are_retried(
     assert [c.status for c in bot_api.calls if c.method == "sendMessage"] == [599, 599, 200]
 
 
-async def test_a_refusal_is_not_retried_and_the_answer_is_marked_failed(
+async def test_r14_2_a_refusal_is_not_retried_and_the_answer_is_marked_failed(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     bot_api.fail("sendMessage", 403, "Forbidden: bot was blocked by the user")
@@ -131,7 +131,7 @@ async def test_a_refusal_is_not_retried_and_the_answer_is_marked_failed(
         ("failed", "Telegram server says - Forbidden: bot was blocked by the user")]
 
 
-async def test_entities_telegram_refuses_are_dropped_and_the_text_still_arrives(
+async def test_r14_2_entities_telegram_refuses_are_dropped_and_the_text_still_arrives(
     bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     bot_api.fail("sendMessage", 400, "Bad Request: can't parse entities: unsupported")
@@ -142,7 +142,7 @@ async def test_entities_telegram_refuses_are_dropped_and_the_text_still_arrives(
     assert sent[-1]["reply_parameters"]["message_id"] == mid
 
 
-async def test_typing_is_renewed_while_a_tour_runs(
+async def test_r14_2_typing_is_renewed_while_a_tour_runs(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
 ) -> None:
     from tests.telegram.conftest import make_channel

@@ -69,7 +69,7 @@ def assert_never_overlapped(bot_api: FakeBotApi) -> None:
         assert a.ended is not None and a.ended <= b.at, "two getUpdates were open at once"
 
 
-async def test_two_instances_never_poll_at_once_and_take_over_from_each_other(
+async def test_r14_2_two_instances_never_poll_at_once_and_take_over_from_each_other(
     core: Core, second_core: Core, bot_api: FakeBotApi, upstream: FakeUpstream,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -24,7 +24,7 @@ def tool_results(upstream: FakeUpstream, index: int) -> list[str]:
             if m.get("role") == "tool"]
 
 
-async def test_a_bare_emoji_answer_is_discarded_and_the_reaction_is_set(
+async def test_r14_2_a_bare_emoji_answer_is_discarded_and_the_reaction_is_set(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     mid = bot_api.say(MASTER_ID, MASTER, "I passed my exam!")["message_id"]
@@ -41,7 +41,7 @@ async def test_a_bare_emoji_answer_is_discarded_and_the_reaction_is_set(
     assert not bot_api.of("sendMessageDraft")
 
 
-async def test_an_emoji_telegram_does_not_allow_is_a_tool_error(
+async def test_r14_2_an_emoji_telegram_does_not_allow_is_a_tool_error(
     bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     mid = bot_api.say(MASTER_ID, MASTER, "Look at my dinosaur")["message_id"]
@@ -54,7 +54,7 @@ async def test_an_emoji_telegram_does_not_allow_is_a_tool_error(
     assert "error" in result and "Telegram does not allow 🦖" in result
 
 
-async def test_a_photo_reaches_a_vision_connection_as_an_image(
+async def test_r14_2_a_photo_reaches_a_vision_connection_as_an_image(
     core: Core, client: httpx.AsyncClient, bot_api: FakeBotApi, upstream: FakeUpstream
 ) -> None:
     await fake_connection(client, upstream, name="eye", vision=True, params={"retries": 0})
@@ -88,7 +88,7 @@ async def test_a_photo_reaches_a_vision_connection_as_an_image(
     assert all("can't see" not in str(c.params) for c in bot_api.calls)
 
 
-async def test_a_blind_connection_gets_a_text_marker_and_voice_gets_one_too(
+async def test_r14_2_a_blind_connection_gets_a_text_marker_and_voice_gets_one_too(
     bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     file_id = bot_api.add_file()
@@ -112,7 +112,7 @@ async def test_a_blind_connection_gets_a_text_marker_and_voice_gets_one_too(
 WORDS = " ".join(f"word{i}" for i in range(40))
 
 
-async def test_with_no_text_rule_armed_the_answer_grows_as_a_draft_once_a_second(
+async def test_r14_2_with_no_text_rule_armed_the_answer_grows_as_a_draft_once_a_second(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     await clear_rules(core)
@@ -131,7 +131,7 @@ async def test_with_no_text_rule_armed_the_answer_grows_as_a_draft_once_a_second
     assert drafts[-1].at <= bot_api.of("sendMessage")[-1].at
 
 
-async def test_while_a_text_rule_is_armed_no_draft_is_shown(
+async def test_r14_2_while_a_text_rule_is_armed_no_draft_is_shown(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     mid = bot_api.say(MASTER_ID, MASTER, "Count slowly")["message_id"]

@@ -29,7 +29,7 @@ def tool_names(upstream: FakeUpstream, index: int = -1) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools") or []}
 
 
-async def test_a_guest_is_ignored_and_nothing_of_theirs_is_stored(
+async def test_r14_2_a_guest_is_ignored_and_nothing_of_theirs_is_stored(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     before = await count_chats(core)
@@ -49,7 +49,7 @@ async def test_a_guest_is_ignored_and_nothing_of_theirs_is_stored(
     assert all("secret plan" not in str(r.json) for r in upstream.generation_requests)
 
 
-async def test_with_guests_on_a_stranger_is_answered_as_a_guest(
+async def test_r14_2_with_guests_on_a_stranger_is_answered_as_a_guest(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
 ) -> None:
     channel = make_channel(core, bot_api, guests=True)
@@ -69,7 +69,7 @@ async def test_with_guests_on_a_stranger_is_answered_as_a_guest(
     assert guest.role == "guest"
 
 
-async def test_a_trusted_sender_is_answered_without_master_tools(
+async def test_r14_2_a_trusted_sender_is_answered_without_master_tools(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     mid = bot_api.say(TRUSTED_ID, TRUSTED, "Can you run ls for me?")["message_id"]
@@ -93,7 +93,7 @@ async def test_a_trusted_sender_is_answered_without_master_tools(
     assert trusted.role == "trusted" and trusted.name == "Tina"
 
 
-async def test_new_starts_a_fresh_chat(
+async def test_r14_2_new_starts_a_fresh_chat(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     mid = bot_api.say(MASTER_ID, MASTER, "My cat is called Tom.")["message_id"]
@@ -115,7 +115,7 @@ async def test_new_starts_a_fresh_chat(
     assert len(await stored(core, first)) == 2  # the old chat is kept as it was
 
 
-async def test_in_a_group_the_bot_answers_only_when_mentioned_or_replied_to(
+async def test_r14_2_in_a_group_the_bot_answers_only_when_mentioned_or_replied_to(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
 ) -> None:
     group = {"chat_type": "supergroup", "title": "Family"}

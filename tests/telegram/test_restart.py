@@ -34,7 +34,7 @@ async def first_life(settings: Settings, openai_fake: FakeUpstream) -> AsyncIter
         await core.aclose()
 
 
-async def test_an_answer_saved_while_telegram_failed_is_delivered_once_after_a_restart(
+async def test_r14_2_an_answer_saved_while_telegram_failed_is_delivered_once_after_a_restart(
     settings: Settings, first_life: Core, bot_api: FakeBotApi, openai_fake: FakeUpstream
 ) -> None:
     core = first_life

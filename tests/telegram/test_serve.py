@@ -27,7 +27,7 @@ HOOK = "https://eva.example.org/v1/telegram/webhook"
 SECRET = "s3cret-Token_42"
 
 
-async def test_the_channel_starts_with_the_server_when_a_token_is_set_and_stops_with_it(
+async def test_r14_2_the_channel_starts_with_the_server_when_a_token_is_set_and_stops_with_it(
     settings: Settings, bot_api: FakeBotApi, openai_fake: FakeUpstream
 ) -> None:
     await wipe(settings.db_url)
@@ -63,7 +63,7 @@ async def test_the_channel_starts_with_the_server_when_a_token_is_set_and_stops_
     assert all(p.ended is not None for p in bot_api.polls)
 
 
-async def test_without_a_token_no_channel_runs(settings: Settings, bot_api: FakeBotApi) -> None:
+async def test_r14_2_without_a_token_no_channel_runs(settings: Settings, bot_api: FakeBotApi) -> None:
     await wipe(settings.db_url)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
@@ -71,7 +71,7 @@ async def test_without_a_token_no_channel_runs(settings: Settings, bot_api: Fake
     assert bot_api.calls == []
 
 
-def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_r14_2_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in (("TOKEN", "42:abc"), ("MASTER_IDS", "1, 22"),
                         ("TRUSTED_IDS", "[333, 4444]"), ("GUESTS", "true"),
                         ("MODE", "webhook"), ("WEBHOOK_URL", HOOK),
@@ -92,7 +92,7 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError(f"accepted {bad}")
 
 
-async def test_webhook_mode_sets_the_webhook_and_checks_the_secret(
+async def test_r14_2_webhook_mode_sets_the_webhook_and_checks_the_secret(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
 ) -> None:
     channel = make_channel(core, bot_api, mode="webhook", webhook_url=HOOK,
@@ -131,7 +131,7 @@ async def test_webhook_mode_sets_the_webhook_and_checks_the_secret(
         await channel.stop()
 
 
-async def test_the_webhook_route_is_404_without_a_webhook_channel(core: Core) -> None:
+async def test_r14_2_the_webhook_route_is_404_without_a_webhook_channel(core: Core) -> None:
     app = create_app(core=core)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://evacore.test") as c:
@@ -140,7 +140,7 @@ async def test_the_webhook_route_is_404_without_a_webhook_channel(core: Core) ->
     assert r.status_code == 404
 
 
-async def test_polling_clears_a_webhook_left_set_so_telegram_never_answers_409(
+async def test_r14_2_polling_clears_a_webhook_left_set_so_telegram_never_answers_409(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
 ) -> None:
     bot_api.webhook = {"url": HOOK, "secret_token": SECRET}  # left by an earlier webhook setup
@@ -158,7 +158,7 @@ async def test_polling_clears_a_webhook_left_set_so_telegram_never_answers_409(
     assert not [c for c in bot_api.calls if c.status == 409]
 
 
-async def test_a_token_telegram_refuses_is_a_clear_error(core: Core, bot_api: FakeBotApi) -> None:
+async def test_r14_2_a_token_telegram_refuses_is_a_clear_error(core: Core, bot_api: FakeBotApi) -> None:
     channel = TelegramChannel(core, tg_settings(bot_api, token="42:wrong-token"))
     with pytest.raises(RuntimeError, match="refused telegram.token"):
         await channel.start()
@@ -166,7 +166,7 @@ async def test_a_token_telegram_refuses_is_a_clear_error(core: Core, bot_api: Fa
     assert channel.outbox.save_hook not in core.save_hooks
 
 
-async def test_telegram_out_of_reach_at_start_is_tried_again_in_the_background(
+async def test_r14_2_telegram_out_of_reach_at_start_is_tried_again_in_the_background(
     core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
 ) -> None:
     bot_api.fail("getMe", 0, times=3)  # every try of the first boot: the connection drops
@@ -181,3 +181,11 @@ async def test_telegram_out_of_reach_at_start_is_tried_again_in_the_background(
     finally:
         await channel.stop()
     assert sent[-1]["text"] == "Back."
+
+
+def test_r14_2_every_setting_is_documented() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "telegram.md").read_text(encoding="utf-8")
+    for name in TelegramSettings.model_fields:
+        assert f"| `{name.upper()}` |" in doc, f"docs/telegram.md lacks {name.upper()}"

@@ -28,7 +28,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_evacore_serve_runs_the_bot_and_stops_cleanly(
+async def test_r14_2_evacore_serve_runs_the_bot_and_stops_cleanly(
     tmp_path: Path, bot_api: FakeBotApi
 ) -> None:
     data = tmp_path / "data"

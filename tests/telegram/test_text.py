@@ -15,11 +15,11 @@ from evacore.channels.telegram.text import Part, parts_of, render, split, split_
     ("The tail ↩ #12 is not at the end.", "The tail ↩ #12 is not at the end.", None),
     ("No tail", "No tail", None),
 ])
-def test_the_reply_tail_is_read_and_removed(answer: str, text: str, reply: int | None) -> None:
+def test_r14_2_the_reply_tail_is_read_and_removed(answer: str, text: str, reply: int | None) -> None:
     assert split_tail(answer) == (text, reply)
 
 
-def test_markdown_becomes_entities_in_utf16_offsets() -> None:
+def test_r14_2_markdown_becomes_entities_in_utf16_offsets() -> None:
     part = render("😀 **bold** [site](https://example.org) and\n```python\nx = 1\n```")
     pieces = {(e["type"], part.text.encode("utf-16-le")[e["offset"] * 2:(e["offset"] + e[
         "length"]) * 2].decode("utf-16-le")) for e in part.entities}
@@ -30,12 +30,12 @@ def test_markdown_becomes_entities_in_utf16_offsets() -> None:
     assert "**" not in part.text and "```" not in part.text
 
 
-def test_text_that_is_not_markdown_is_sent_as_it_is() -> None:
+def test_r14_2_text_that_is_not_markdown_is_sent_as_it_is() -> None:
     assert render("2 * 3 = 6 and a_b_c").text == "2 * 3 = 6 and a_b_c"
     assert parts_of("   ") == []
 
 
-def test_the_splitter_prefers_paragraphs_then_lines_then_spaces() -> None:
+def test_r14_2_the_splitter_prefers_paragraphs_then_lines_then_spaces() -> None:
     para = "a" * 3000
     assert [p.text for p in split(Part(f"{para}\n\n{para}"))] == [para, para]
     assert [p.text for p in split(Part(f"{para}\n{para}"))] == [para, para]
@@ -48,14 +48,14 @@ def test_the_splitter_prefers_paragraphs_then_lines_then_spaces() -> None:
     assert "".join(p.text for p in emoji) == "😀" * 3000
 
 
-def test_entities_are_clipped_to_each_piece() -> None:
+def test_r14_2_entities_are_clipped_to_each_piece() -> None:
     text = "x" * 5000
     pieces = split(Part(text, [{"type": "bold", "offset": 4000, "length": 200}]))
     assert pieces[0].entities == [{"type": "bold", "offset": 4000, "length": 96}]
     assert pieces[1].entities == [{"type": "bold", "offset": 0, "length": 104}]
 
 
-def test_reactions_follow_telegrams_list() -> None:
+def test_r14_2_reactions_follow_telegrams_list() -> None:
     assert canonical_reaction("👍") == "👍"
     assert canonical_reaction("❤️") == "❤"  # the variation selector is dropped
     assert canonical_reaction("🦖") is None and canonical_reaction("ok") is None
