@@ -3,6 +3,8 @@ which chat (`/new`), and in groups only when the bot is mentioned or replied to.
 
 from __future__ import annotations
 
+import pytest
+import structlog.testing
 from sqlalchemy import select
 
 from evacore.channels.telegram.channel import NEW_CHAT_TEXT, TelegramChannel
@@ -146,3 +148,17 @@ async def test_r14_2_in_a_group_the_bot_answers_only_when_mentioned_or_replied_t
     chat = await chat_of(core, GROUP)
     assert chat is not None
     assert len(await stored(core, chat)) == 4  # one chat for the group, both speakers in it
+
+
+@pytest.mark.parametrize("privacy", [True, False])
+async def test_r14_2_the_log_says_what_privacy_mode_means_for_groups(
+    core: Core, upstream: FakeUpstream, privacy: bool
+) -> None:
+    with FakeBotApi(privacy=privacy) as fake, structlog.testing.capture_logs() as logs:
+        channel = make_channel(core, fake)
+        await channel.start()
+        await channel.stop()
+    said = [e for e in logs if e.get("event") == "telegram.groups"]
+    assert len(said) == 1
+    assert said[0]["privacy"] == ("on" if privacy else "off")
+    assert ("only commands, mentions of it and replies to it" in said[0]["meaning"]) == privacy
