@@ -433,6 +433,8 @@ class TelegramOutbox(Base):
     text: Mapped[str] = mapped_column(Text, default="")
     """The answer as it is sent (the reply tail removed); the chat stores it as written."""
     reply_to: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    thread_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    """The forum topic of a supergroup the answer goes to (None: the chat itself)."""
     parts_sent: Mapped[int] = mapped_column(Integer, default=0)
     sent_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
     """Telegram message ids of the parts sent so far."""

@@ -57,9 +57,10 @@ async def first_master(s: AsyncSession) -> User | None:
 # the outbox
 
 async def add_outbox(s: AsyncSession, *, tour_id: str, telegram_chat_id: int, text: str,
-                     reply_to: int | None, owner: str, lease_seconds: float) -> None:
+                     reply_to: int | None, owner: str, lease_seconds: float,
+                     thread_id: int | None = None) -> None:
     s.add(TelegramOutbox(tour_id=tour_id, telegram_chat_id=telegram_chat_id, text=text,
-                         reply_to=reply_to, parts_sent=0, sent_ids=[], status="pending",
+                         reply_to=reply_to, thread_id=thread_id, parts_sent=0, sent_ids=[], status="pending",
                          owner=owner, attempts=0,
                          lease_until=utcnow() + timedelta(seconds=lease_seconds)))
 

@@ -162,3 +162,16 @@ async def test_r14_2_the_log_says_what_privacy_mode_means_for_groups(
     assert len(said) == 1
     assert said[0]["privacy"] == ("on" if privacy else "off")
     assert ("only commands, mentions of it and replies to it" in said[0]["meaning"]) == privacy
+
+
+async def test_r14_2_in_a_forum_topic_the_answer_goes_to_the_same_topic(
+    bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
+) -> None:
+    mention = f"@{BOT_USERNAME}"
+    asked = bot_api.say(GROUP, MASTER, f"{mention} hello topic", chat_type="supergroup",
+                        entities=[{"type": "mention", "offset": 0, "length": len(mention)}],
+                        message_thread_id=77, is_topic_message=True)
+    upstream.script.reply(f"Hello, topic. ↩ #{asked['message_id']}")
+    sent = await answers_after(bot_api, GROUP)
+    assert sent[-1]["text"] == "Hello, topic." and int(sent[-1]["message_thread_id"]) == 77
+    assert all(int(c.params["message_thread_id"]) == 77 for c in bot_api.of("sendChatAction"))

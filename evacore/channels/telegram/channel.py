@@ -198,13 +198,14 @@ class TelegramChannel:
             log.warning("telegram.tour_refused", error=exc.message)
             await self._say(message, f"⚠ {exc.message}")
             return
-        running.tour.data[TOUR_KEY] = {"chat": message.chat.id,
+        thread = incoming.topic_of(message)
+        running.tour.data[TOUR_KEY] = {"chat": message.chat.id, "thread": thread,
                                        "message_id": message.message_id}
         running.tour.diagnostics["telegram"] = {"chat_id": message.chat.id,
                                                 "message_id": message.message_id,
                                                 "sender_id": sender.id}
         view = LiveView(self.api, self.outbox, running, message.chat.id,
-                        private=message.chat.type == "private",
+                        private=message.chat.type == "private", thread=thread,
                         typing_every=self.typing_every, draft_every=self.draft_every)
         self.views[running.id] = view
         task = asyncio.create_task(self._watch(view), name=f"telegram-tour:{running.id}")
@@ -222,6 +223,7 @@ class TelegramChannel:
     async def _say(self, message: Message, text: str) -> None:
         try:
             await self.api.call(SendMessage(chat_id=message.chat.id, text=text,
+                                            message_thread_id=incoming.topic_of(message),
                                             reply_parameters=ReplyParameters(
                                                 message_id=message.message_id,
                                                 allow_sending_without_reply=True)))

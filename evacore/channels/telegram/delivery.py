@@ -37,10 +37,11 @@ class LiveView:
     """One tour's view in its Telegram chat, from start to delivered answer."""
 
     def __init__(self, api: BotApi, outbox: Outbox, running: RunningTour, chat: int, *,
-                 private: bool, typing_every: float = TYPING_EVERY,
+                 private: bool, thread: int | None = None,
+                 typing_every: float = TYPING_EVERY,
                  draft_every: float = DRAFT_EVERY) -> None:
         self.api, self.outbox, self.running, self.chat = api, outbox, running, chat
-        self.private = private
+        self.private, self.thread = private, thread
         self.typing_every, self.draft_every = typing_every, draft_every
         self.held = False
         self.text = ""
@@ -74,8 +75,8 @@ class LiveView:
     async def _typing(self) -> None:
         while True:
             try:
-                await self.api.call(SendChatAction(chat_id=self.chat, action="typing"),
-                                    attempts=1)
+                await self.api.call(SendChatAction(chat_id=self.chat, action="typing",
+                                                   message_thread_id=self.thread), attempts=1)
             except Exception as exc:  # noqa: BLE001 - a missing "typing" is no failure
                 log.debug("telegram.typing_failed", error=str(exc))
             await asyncio.sleep(self.typing_every)

@@ -46,6 +46,11 @@ def body_of(message: Message) -> str:
     return message.text or message.caption or ""
 
 
+def topic_of(message: Message) -> int | None:
+    """The forum topic a supergroup message was written in (answers go there too)."""
+    return message.message_thread_id if message.is_topic_message else None
+
+
 def command_of(message: Message, bot_username: str | None) -> str | None:
     """`new` for `/new` or `/new@<this bot>`; None for anything else (other bots' commands
     included)."""

@@ -68,7 +68,7 @@ class Outbox:
         visible, reply_to = split_tail(text)
         await store.add_outbox(s, tour_id=tour.id, telegram_chat_id=int(info["chat"]),
                                text=visible, reply_to=reply_to, owner=self.owner,
-                               lease_seconds=self.lease_seconds)
+                               lease_seconds=self.lease_seconds, thread_id=info.get("thread"))
 
     def _lock(self, chat: int) -> asyncio.Lock:
         lock = self._locks.get(chat)
@@ -100,10 +100,12 @@ class Outbox:
                 return row.status
             chat, text, reply_to, done = (row.telegram_chat_id, row.text, row.reply_to,
                                           row.parts_sent)
+            thread = row.thread_id
         parts = parts_of(text)
         for index in range(done, len(parts)):
             try:
-                sent = await self._send(chat, parts[index], reply_to if index == 0 else None)
+                sent = await self._send(chat, parts[index], reply_to if index == 0 else None,
+                                        thread)
             except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
                 log.warning("telegram.delivery_refused", tour_id=tour_id, error=str(exc))
                 async with self.core.session() as s:
@@ -123,20 +125,21 @@ class Outbox:
             await store.finish_outbox(s, tour_id, "sent")
         return "sent"
 
-    async def _send(self, chat: int, part: Part, reply_to: int | None) -> int:
+    async def _send(self, chat: int, part: Part, reply_to: int | None,
+                    thread: int | None = None) -> int:
         """One part; entities Telegram refuses are dropped and the plain text sent instead."""
         reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) \
             if reply_to else None
         entities = [MessageEntity(**e) for e in part.entities] or None
         try:
             message = await self.api.call(SendMessage(
-                chat_id=chat, text=part.text, entities=entities, reply_parameters=reply,
-                link_preview_options=None))
+                chat_id=chat, message_thread_id=thread, text=part.text, entities=entities,
+                reply_parameters=reply))
         except TelegramBadRequest as exc:
             if not entities or "entit" not in str(exc).lower():
                 raise
-            message = await self.api.call(SendMessage(chat_id=chat, text=part.text,
-                                                      reply_parameters=reply))
+            message = await self.api.call(SendMessage(
+                chat_id=chat, message_thread_id=thread, text=part.text, reply_parameters=reply))
         return int(message.message_id)
 
     async def sweep(self) -> int:

@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("telegram_chat_id", sa.BigInteger(), nullable=False),
         sa.Column("text", sa.Text(), nullable=False),
         sa.Column("reply_to", sa.BigInteger(), nullable=True),
+        sa.Column("thread_id", sa.BigInteger(), nullable=True),
         sa.Column("parts_sent", sa.Integer(), nullable=False),
         sa.Column("sent_ids", sa.JSON(), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
