@@ -460,3 +460,12 @@ class TelegramLease(Base):
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     next_offset: Mapped[int] = mapped_column(BigInteger, default=0)
     updated_at: Mapped[datetime] = _updated()
+
+
+class TelegramUpdate(Base):
+    """An update the channel has taken (by `update_id`), so a second delivery of it (a
+    webhook retry, a poll after a restart) starts no second tour; kept for a day."""
+
+    __tablename__ = "telegram_updates"
+    update_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    created_at: Mapped[datetime] = _created()

@@ -10,13 +10,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
-from evacore.store.tables import Chat, TelegramChat, TelegramLease, TelegramOutbox, User
+from evacore.store.tables import (
+    Chat,
+    TelegramChat,
+    TelegramLease,
+    TelegramOutbox,
+    TelegramUpdate,
+    User,
+)
 
 
 async def bound_chat(s: AsyncSession, telegram_chat_id: int) -> str | None:
@@ -52,6 +59,21 @@ async def user_by_telegram_id(s: AsyncSession, telegram_id: int) -> User | None:
 async def first_master(s: AsyncSession) -> User | None:
     stmt = select(User).where(User.role == "master").order_by(User.created_at)
     return (await s.scalars(stmt)).first()
+
+
+async def first_take(s: AsyncSession, update_id: int) -> bool:
+    """Record that update `update_id` is being handled; False when it was taken before (by
+    this instance or another)."""
+    insert = pg_insert if _pg(s) else sqlite_insert
+    result = await s.execute(insert(TelegramUpdate).values(
+        update_id=update_id, created_at=utcnow()).on_conflict_do_nothing(
+        index_elements=["update_id"]))
+    return bool(result.rowcount)
+
+
+async def forget_updates(s: AsyncSession, older_than: float) -> None:
+    cutoff = utcnow() - timedelta(seconds=older_than)
+    await s.execute(delete(TelegramUpdate).where(TelegramUpdate.created_at < cutoff))
 
 
 # the outbox

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 NEW_CHAT_TEXT = "A new chat has begun."
 WEBHOOK_PATH = "/v1/telegram/webhook"
+UPDATES_KEPT_SECONDS = 24 * 3600
 
 
 class TelegramChannel:
@@ -70,6 +71,7 @@ class TelegramChannel:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._poll_task: asyncio.Task[None] | None = None
         self._boot_task: asyncio.Task[None] | None = None
+        self._forget_task: asyncio.Task[None] | None = None
         self._sweep_task: asyncio.Task[None] | None = None
 
     @property
@@ -83,6 +85,7 @@ class TelegramChannel:
         self.core.save_hooks.append(self.outbox.save_hook)
         self._sweep_task = asyncio.create_task(self.outbox.run_sweeper(self.sweep_every),
                                                name="telegram-outbox")
+        self._forget_task = asyncio.create_task(self._forget_updates(), name="telegram-forget")
         try:
             await self._boot()
         except TelegramUnauthorizedError as exc:
@@ -92,6 +95,17 @@ class TelegramChannel:
         except (*PASSING, FloodWaitTooLong) as exc:
             log.warning("telegram.unreachable", error=str(exc), retry="in the background")
             self._boot_task = asyncio.create_task(self._boot_later(), name="telegram-boot")
+
+    async def _forget_updates(self) -> None:
+        """Hourly: updates taken more than a day ago are forgotten (Telegram keeps an update
+        for 24 hours at most)."""
+        while True:
+            try:
+                async with self.core.session() as s:
+                    await store.forget_updates(s, UPDATES_KEPT_SECONDS)
+            except Exception as exc:  # noqa: BLE001 - tried again in an hour
+                log.warning("telegram.forget_failed", error=str(exc))
+            await asyncio.sleep(3600)
 
     async def _boot_later(self) -> None:
         delay = 2.0
@@ -136,6 +150,8 @@ class TelegramChannel:
     async def stop(self) -> None:
         """Stop polling (the lease let go), wait briefly for answers being delivered, unhook."""
         await cancel(self._boot_task)
+        await cancel(self._forget_task)
+        self._forget_task = None
         await cancel(self._poll_task)
         self._boot_task = self._poll_task = None
         if self._tasks:
@@ -172,6 +188,9 @@ class TelegramChannel:
         command = incoming.command_of(message, me.username)
         group = message.chat.type in incoming.GROUPS
         async with self.core.session() as s:
+            if not await store.first_take(s, update.update_id):
+                log.info("telegram.duplicate_update", update_id=update.update_id)
+                return
             who = await identity.identity_of(s, role, sender.id, incoming.sender_name(sender))
             owner = who.user_id
             if group:

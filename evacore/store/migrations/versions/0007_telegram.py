@@ -1,4 +1,5 @@
-"""telegram: chats bound to Telegram chats, the delivery outbox, the polling lease;
+"""telegram: chats bound to Telegram chats, the delivery outbox, the polling lease, the
+updates taken;
 Telegram user ids as 64-bit integers
 
 Revision ID: 0007
@@ -48,6 +49,12 @@ def upgrade() -> None:
     )
     op.create_index("ix_telegram_outbox_status", "telegram_outbox", ["status", "lease_until"])
     op.create_table(
+        "telegram_updates",
+        sa.Column("update_id", sa.BigInteger(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("update_id"),
+    )
+    op.create_table(
         "telegram_leases",
         sa.Column("name", sa.String(length=64), nullable=False),
         sa.Column("holder", sa.String(length=64), nullable=True),
@@ -60,6 +67,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("telegram_leases")
+    op.drop_table("telegram_updates")
     op.drop_index("ix_telegram_outbox_status", table_name="telegram_outbox")
     op.drop_table("telegram_outbox")
     op.drop_index("ix_telegram_chats_chat_id", table_name="telegram_chats")
