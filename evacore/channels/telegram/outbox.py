@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from aiogram.exceptions import TelegramBadRequest, TelegramForbiddenError, TelegramNotFound
+from aiogram.exceptions import TelegramAPIError, TelegramBadRequest
 from aiogram.methods import SendMessage
 from aiogram.types import MessageEntity, ReplyParameters
 
@@ -106,17 +106,17 @@ class Outbox:
             try:
                 sent = await self._send(chat, parts[index], reply_to if index == 0 else None,
                                         thread)
-            except (TelegramForbiddenError, TelegramNotFound, TelegramBadRequest) as exc:
-                log.warning("telegram.delivery_refused", tour_id=tour_id, error=str(exc))
-                async with self.core.session() as s:
-                    await store.finish_outbox(s, tour_id, "failed", str(exc))
-                return "failed"
             except (*PASSING, FloodWaitTooLong) as exc:
                 async with self.core.session() as s:
                     attempts = await store.note_attempt(s, tour_id, str(exc), self.max_backoff)
                 log.warning("telegram.delivery_postponed", tour_id=tour_id, error=str(exc),
                             attempts=attempts)
                 return "pending"
+            except TelegramAPIError as exc:  # a refusal (400, 403, a migrated group …)
+                log.warning("telegram.delivery_refused", tour_id=tour_id, error=str(exc))
+                async with self.core.session() as s:
+                    await store.finish_outbox(s, tour_id, "failed", str(exc))
+                return "failed"
             async with self.core.session() as s:
                 await store.part_sent(s, tour_id, index, sent)
                 if index + 1 < len(parts):
