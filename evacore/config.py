@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import platformdirs
 from pydantic import BaseModel, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from evacore.redact import remember
 
@@ -92,6 +92,72 @@ class LimitSettings(BaseModel):
     the provider's stream is read no faster than the client reads the answer."""
 
 
+def _id_list(value: Any) -> Any:
+    """Telegram user ids as a JSON list or comma-separated (`"1, 2"`), or one number."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            import json
+
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError("a JSON list of Telegram user ids, or ids separated by commas"
+                                 ) from None
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+class TelegramSettings(BaseModel):
+    """The Telegram channel (R14.2, docs/telegram.md); `EVACORE_TELEGRAM__<NAME>` or
+    `[telegram]`. The channel runs inside `evacore serve` when `token` is set."""
+
+    token: SecretStr | None = None
+    """The bot token from @BotFather."""
+    api_url: str = "https://api.telegram.org"
+    """The Bot API server: methods at `{api_url}/bot{token}/{method}`, files at
+    `{api_url}/file/bot{token}/{file_path}`."""
+    master_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
+    """Telegram user ids of the master (a JSON list or comma-separated)."""
+    trusted_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
+    guests: bool = False
+    """Answer people on neither list (as guests); off: they get nothing and nothing of theirs
+    is stored."""
+    connection: str | None = None
+    """Connection id or name of new chats; default: the default connection."""
+    character: str | None = None
+    """Character id or name of new chats; default: the built-in character."""
+    mode: str = Field(default="polling", pattern="^(polling|webhook)$")
+    webhook_url: str | None = None
+    """The public URL Telegram posts updates to (ends in /v1/telegram/webhook)."""
+    webhook_secret: SecretStr | None = None
+    """Checked against the `X-Telegram-Bot-Api-Secret-Token` header of each webhook call."""
+
+    @field_validator("master_ids", "trusted_ids", mode="before")
+    @classmethod
+    def _ids(cls, value: Any) -> Any:
+        return _id_list(value)
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        import re
+
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}",
+                                                  value.get_secret_value()):
+            raise ValueError("webhook_secret: 1-256 characters of A-Z, a-z, 0-9, _ and -")
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.mode == "webhook" and self.token is not None and (
+                not self.webhook_url or self.webhook_secret is None):
+            raise ValueError("telegram.mode webhook needs webhook_url and webhook_secret")
+
+
 class Settings(BaseSettings):
     """Everything an operator can set. Nested fields use `__`, e.g. `EVACORE_AGENT__MAX_STEPS`."""
 
@@ -122,6 +188,7 @@ class Settings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -140,6 +207,8 @@ class Settings(BaseSettings):
         from urllib.parse import urlsplit
 
         secrets = [self.master_token.get_secret_value() if self.master_token else None]
+        for secret in (self.telegram.token, self.telegram.webhook_secret):
+            secrets.append(secret.get_secret_value() if secret else None)
         try:
             secrets.append(urlsplit(self.database_url or "").password)
         except ValueError:

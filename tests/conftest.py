@@ -33,7 +33,7 @@ BACKENDS = ("sqlite", "postgresql")
 # code that the store, api, pipeline, memory, import, lore and durability tests run on both
 # backends. A module opts in with `pytestmark = pytest.mark.both_backends`;
 # EVACORE_TEST_ALL_BACKENDS=1 runs everything on both.
-SQLITE_ONLY_FOLDERS = ("generate", "agent_e2e", "assembly", "rules_integration")
+SQLITE_ONLY_FOLDERS = ("generate", "agent_e2e", "assembly", "rules_integration", "telegram")
 TESTS_DIR = Path(__file__).parent
 
 

@@ -17,6 +17,7 @@ from starlette.routing import compile_path
 from evacore import __version__
 from evacore.channels.openai import routes as openai_facade
 from evacore.channels.openai.errors import FacadeError
+from evacore.channels.telegram import webhook as telegram_webhook
 from evacore.config import Settings, load_settings
 from evacore.core import Core, start_core
 from evacore.importing.upload import MULTIPART_SLACK
@@ -64,6 +65,7 @@ ROUTERS = [
     settings_routes.router,
     memory.router,
     openai_facade.router,
+    telegram_webhook.router,
     # One router per line.
 ]
 
@@ -84,8 +86,12 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         if app.state.core.bootstrap_token:
             _announce_token(app.state.core.bootstrap_token)
         try:
+            app.state.telegram = await _start_telegram(app.state.core, settings)
             yield
         finally:
+            if getattr(app.state, "telegram", None) is not None:
+                await app.state.telegram.stop()
+                app.state.telegram = None
             if own:
                 await app.state.core.aclose()
 
@@ -105,12 +111,27 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     # Outermost first on the way in: the size cap (before anything reads or authenticates),
     # then the token check of requests that carry a body (before FastAPI parses it).
     facade = _paths(openai_facade.router, "/v1")
-    app.add_middleware(TokenBeforeBody, exempt=tuple(path for _, path in facade))
+    webhook = _paths(telegram_webhook.router, "/v1")  # checks Telegram's secret itself
+    app.add_middleware(TokenBeforeBody, exempt=tuple(path for _, path in facade + webhook))
     routes = upload_limits(ROUTERS, "/v1", settings.limits.max_upload_bytes)
     routes += [RouteLimit(methods, path, settings.limits.max_body_bytes, _facade_refusal)
                for methods, path in facade]
     app.add_middleware(BodyLimit, default=settings.limits.max_body_bytes, routes=routes)
     return app
+
+
+async def _start_telegram(core: Core, settings: Settings) -> Any:
+    """The Telegram channel, started when `telegram.token` is set (R14.2), else None."""
+    if settings.telegram.token is None:
+        return None
+    try:
+        from evacore.channels.telegram.channel import TelegramChannel
+    except ImportError as exc:
+        raise RuntimeError("telegram.token is set but the Telegram channel is not installed: "
+                           "pip install 'evacore[telegram]'") from exc
+    channel = TelegramChannel(core, settings.telegram)
+    await channel.start()
+    return channel
 
 
 def _paths(router: APIRouter, prefix: str) -> list[tuple[frozenset[str], re.Pattern[str]]]:

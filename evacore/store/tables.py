@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -49,7 +50,10 @@ class User(Base):
     id: Mapped[str] = _id()
     name: Mapped[str] = mapped_column(String(200))
     role: Mapped[str] = mapped_column(String(16))
-    telegram_id: Mapped[int | None] = mapped_column(Integer, nullable=True, unique=True)
+    telegram_id: Mapped[int | None] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), nullable=True, unique=True)
+    """The Telegram user id of a trusted or guest user the Telegram channel made (R14.2);
+    64 bits (SQLite's INTEGER is 64 bits already)."""
     created_at: Mapped[datetime] = _created()
 
 
@@ -406,3 +410,62 @@ class ChatBinding(Base):
         Index("ix_chat_bindings_full", "scope", "full_digest"),
         Index("ix_chat_bindings_turn", "scope", "turn_digest"),
     )
+
+
+class TelegramChat(Base):
+    """Which evacore chat a Telegram chat talks in now (R14.2); `/new` points it at a fresh one."""
+
+    __tablename__ = "telegram_chats"
+    telegram_chat_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16), default="private")
+    """Telegram's chat type: `private`, `group`, `supergroup` or `channel`."""
+    updated_at: Mapped[datetime] = _updated()
+
+
+class TelegramOutbox(Base):
+    """An answer saved for a Telegram chat and its delivery: written in the tour's save
+    transaction, marked sent part by part, so a restart delivers what was left, once."""
+
+    __tablename__ = "telegram_outbox"
+    tour_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    telegram_chat_id: Mapped[int] = mapped_column(BigInteger)
+    text: Mapped[str] = mapped_column(Text, default="")
+    """The answer as it is sent (the reply tail removed); the chat stores it as written."""
+    reply_to: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    thread_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    """The forum topic of a supergroup the answer goes to (None: the chat itself)."""
+    parts_sent: Mapped[int] = mapped_column(Integer, default=0)
+    sent_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    """Telegram message ids of the parts sent so far."""
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    """`pending`, `sent` or `failed` (Telegram refused it for good)."""
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The instance delivering it now; another takes it over once `lease_until` passed."""
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = _created()
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    __table_args__ = (Index("ix_telegram_outbox_status", "status", "lease_until"),)
+
+
+class TelegramLease(Base):
+    """The polling lease (R14.2): with several instances on one database, only its holder
+    calls getUpdates; the next update offset lives here, so a new holder goes on from it."""
+
+    __tablename__ = "telegram_leases"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    next_offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime] = _updated()
+
+
+class TelegramUpdate(Base):
+    """An update the channel has taken (by `update_id`), so a second delivery of it (a
+    webhook retry, a poll after a restart) starts no second tour; kept for a day."""
+
+    __tablename__ = "telegram_updates"
+    update_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    created_at: Mapped[datetime] = _created()
