@@ -9,7 +9,7 @@ Revises: 0005
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
+revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
