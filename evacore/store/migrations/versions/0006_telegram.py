@@ -2,7 +2,7 @@
 updates taken;
 Telegram user ids as 64-bit integers
 
-Revision ID: 0007
+Revision ID: 0006
 Revises: 0005
 """
 
