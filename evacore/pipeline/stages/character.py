@@ -12,6 +12,13 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from evacore.domain.images import image_part
+from evacore.pipeline.chat_shape import (
+    KEY_AUTHORS_NOTE,
+    example_elements,
+    insert_injection,
+    setting,
+    with_last_chat_message,
+)
 from evacore.prompt.elements import Element
 from evacore.render.tool_results import DEFAULT_MAX_CHARS, prompt_result
 from evacore.store import chats as chat_store
@@ -37,6 +44,8 @@ DEFAULT_ORDER = (
 _START = re.compile(r"<START>", re.IGNORECASE)
 # History is read until its characters clearly exceed the budget (heuristic chars/token).
 _CHARS_PER_TOKEN_CEILING = 6.0
+TEXT_KINDS = ("openai-text", "kobold")
+"""Connections that get one rendered text prompt (stage 9) rather than messages."""
 UNANSWERED = "error: no result; the tour ended before this call finished"
 """The prompt text of a stored call without a stored result (never stored itself)."""
 
@@ -79,6 +88,11 @@ class Character:
         if tour.mode == "impersonate":
             post = (post + "\n" if post else "") + (params.get("impersonate_prompt") or IMPERSONATE_PROMPT)
         p = tour.prompt
+        chat_mode = conn["kind"] not in TEXT_KINDS
+        # SillyTavern's chat-completion continue: without `continue_prefill` the message
+        # stays in the history and a nudge after it asks for the continuation
+        nudge = chat_mode and not params.get("continue_prefill")
+        tour.data["continue_nudge"] = nudge and tour.mode == "continue"
         for key in order:
             if key == "main":
                 p.append(_el("main", "system", expand(main), "card.system_prompt"
@@ -91,13 +105,34 @@ class Character:
                 value = card.get(key) or ""
                 if key == "scenario" and chat_settings.get("scenario"):
                     value = chat_settings["scenario"]
-                p.append(_el(f"card.{key}", "system", expand(value), f"card.{key}", "card"))
+                text = expand(value)
+                raw = text
+                if key != "description" and chat_mode:
+                    # chat completion wraps them in `personality_format` / `scenario_format`
+                    fmt = setting(params, f"{key}_format")
+                    text = expand(fmt) if value and fmt else ""
+                el = _el(f"card.{key}", "system", text, f"card.{key}", "card")
+                el.meta["raw"] = raw
+                p.append(el)
             elif key == "examples":
+                header = expand(setting(params, "new_example_chat_prompt"))
+                user, char = tour.data["persona"]["name"], card.get("name") or "Assistant"
                 for i, block in enumerate(split_examples(card.get("mes_example") or "")):
-                    p.append(_el(f"examples:{i}", "system", expand(block), "card.mes_example",
-                                 "examples", priority=i))
+                    # later blocks go first when the budget is short (SillyTavern adds them
+                    # in order while they fit)
+                    for el in example_elements(f"examples:{i}", expand(block), header=header,
+                                               user=user, char=char, source="card.mes_example",
+                                               priority=-i):
+                        p.append(el)
             elif key == "history":
                 await self._history(core, tour)
+                self._new_chat(tour, expand(setting(params, "new_chat_prompt"))
+                               if chat_mode else "")
+                if tour.mode == "continue" and nudge:
+                    text = with_last_chat_message(setting(params, "continue_nudge_prompt"),
+                                                  tour.data.get("continue_text", ""))
+                    p.append(_el("continue_nudge", "system", expand(text),
+                                 "connection.continue_nudge_prompt", "other"))
             elif key == "post_history":
                 p.append(_el("post_history", "system", expand(post),
                              "card.post_history_instructions", "post_history", protected=True))
@@ -105,6 +140,18 @@ class Character:
                 tour.data.setdefault("anchors", []).append(key)
         self._authors_note(tour)
         self._client_system(tour)
+
+    def _new_chat(self, tour: Tour, text: str) -> None:
+        """SillyTavern's new-chat line (`[Start a new Chat]`) at the start of the history."""
+        if not text.strip():
+            return
+        el = _el("new_chat", "system", text, "connection.new_chat_prompt", "other")
+        first = next((i for i, e in enumerate(tour.prompt) if e.kind in ("history", "input")),
+                     None)
+        if first is None:
+            tour.prompt.append(el)
+        else:
+            tour.prompt.insert(first, el)
 
     def _client_system(self, tour: Tour) -> None:
         """A channel's client system texts (the facade's system/developer messages), as
@@ -124,8 +171,9 @@ class Character:
         complete = tour.data["history_complete"]
         conn = tour.data["connection"]
         budget_chars = conn["context_size"] * _CHARS_PER_TOKEN_CEILING
-        skip = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate",
-                                                                     "continue") else None
+        target = tour.data.get("target_message_id")
+        skip = target if tour.mode in ("swipe", "regenerate") or (
+            tour.mode == "continue" and not tour.data.get("continue_nudge")) else None
         newest_first: list[HistoryMessage] = []
         total = 0.0
         while True:
@@ -143,10 +191,10 @@ class Character:
             complete = len(batch) < 500
         tour.data["history_reached_start"] = complete and total <= budget_chars
         tour.data["history_loaded"] = len(newest_first)
-        if tour.mode == "continue" and skip:
+        if tour.mode == "continue" and target:
             tour.data["continue_text"] = next(
-                (m.content for m in batch if m.id == skip), ""
-            ) or await self._content_of(core, tour, skip)
+                (m.content for m in batch if m.id == target), ""
+            ) or await self._content_of(core, tour, target)
         expand = tour.data["expand"]
         user_message_id = tour.data.get("user_message_id")
         p = tour.prompt
@@ -180,7 +228,7 @@ class Character:
         elif position == "bottom" and "main" in tour.prompt:
             tour.prompt.insert_after("main", el)
         else:
-            tour.prompt.insert_at_depth(int(note.get("depth", 4)), el)
+            insert_injection(tour.prompt, el, int(note.get("depth", 4)), key=KEY_AUTHORS_NOTE)
 
 
 def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -> list[Element]:

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import or_, select
 
 from evacore.errors import InvalidInput, NotFound
+from evacore.pipeline.chat_shape import CONTINUE_POSTFIX
+from evacore.pipeline.chat_shape import prompt_messages as chat_prompt_messages
+from evacore.pipeline.stages.character import TEXT_KINDS
 from evacore.render import (
     ContextTemplate,
     InstructTemplate,
@@ -27,7 +30,6 @@ if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.pipeline.tour import Tour
 
-TEXT_KINDS = ("openai-text", "kobold")
 PREFILL_MODES = ("normal", "regenerate", "swipe")
 # Elements that go into the story string in text mode (by id or kind); the rest are turns.
 _STORY_IDS = {
@@ -46,13 +48,9 @@ _MODEL_PRESETS = (
 
 
 def prompt_messages(tour: Tour) -> list[dict[str, Any]]:
-    """The prompt as OpenAI-format messages; empty non-history elements are left out."""
-    out = []
-    for el in tour.prompt:
-        if el.kind not in ("history", "input") and not el.text.strip() and not el.tool_calls:
-            continue
-        out.append(el.to_message())
-    return out
+    """The prompt as OpenAI-format messages in SillyTavern's chat-completion shape (World
+    Info and each in-chat (depth, role) group joined into one message each)."""
+    return chat_prompt_messages(tour.prompt, tour.data["connection"]["params"])
 
 
 async def resolve_templates(core: Core, conn: dict[str, Any]) -> tuple[InstructTemplate,
@@ -111,14 +109,27 @@ class Instruct:
         prefill = tour.data["expand"](prefill) if prefill else ""
         # The client already has the text being continued: it sees only the new prefill.
         tour.data["prefill_client"] = prefill
-        if tour.mode == "continue":
-            prefill = tour.data.get("continue_text", "") + prefill
-        tour.data["prefill"] = prefill
         if conn["kind"] not in TEXT_KINDS:
+            if tour.mode == "continue":
+                # SillyTavern adds `continue_postfix` (a space by default) to a continued
+                # text that does not end in one, and stores it with the continuation
+                text = tour.data.get("continue_text", "")
+                postfix = conn["params"].get("continue_postfix", CONTINUE_POSTFIX)
+                if text and not text.endswith(" "):
+                    text += postfix
+                    tour.data["prefill_client"] = postfix + prefill
+                if tour.data.get("continue_nudge"):
+                    # the text stays in the history; only the new prefill is sent
+                    tour.data["prefill_request"] = prefill
+                prefill = text + prefill
+            tour.data["prefill"] = prefill
             tour.data["messages"] = prompt_messages(tour)
             tour.data["postprocess"] = {"mode": conn.get("postprocess") or "none",
                                         "char_name": char, "user_name": persona}
             return
+        if tour.mode == "continue":
+            prefill = tour.data.get("continue_text", "") + prefill
+        tour.data["prefill"] = prefill
         try:
             instruct, context = await resolve_templates(core, conn)
         except NotFound as exc:
@@ -128,9 +139,10 @@ class Instruct:
         before, after, blocks, turns = [], [], [], []
         for el in tour.prompt:
             if el.id in _STORY_IDS:
-                story_params[_STORY_IDS[el.id]] = el.text
+                story_params[_STORY_IDS[el.id]] = el.meta.get("raw", el.text)
             elif el.kind == "examples":
-                blocks.append(el.text)
+                if isinstance(el.meta.get("block"), str):
+                    blocks.append(el.meta["block"])
             elif el.kind == "lore" and el.meta.get("position") in ("before_char", "after_char"):
                 (before if el.meta["position"] == "before_char" else after).append(el.text)
             elif el.text.strip() or el.kind in ("history", "input"):

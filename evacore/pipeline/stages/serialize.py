@@ -64,8 +64,10 @@ class Serialize:
 
     async def run(self, core: Core, tour: Tour) -> None:
         conn = tour.data["connection"]
-        step_prefill = tour.data.get("prefill", "") if len(tour.steps) == 0 or tour.data.get(
-            "retrying") else ""
+        first = len(tour.steps) == 0 or tour.data.get("retrying")
+        # what the provider gets: the stored prefix, unless only part of it is sent
+        step_prefill = tour.data.get("prefill_request", tour.data.get("prefill", "")) \
+            if first else ""
         render = tour.data.get("render_text")
         request = ProviderRequest(
             tools=tour.data.get("tool_schemas") or [],
