@@ -186,3 +186,34 @@ async def test_continue_with_continue_prefill_sends_the_text_as_the_last_turn(
     assert body["prefill"] == said + "\n"
     stored = await messages(client, chat_id)
     assert stored[-1]["content"] == f"{said}\n{said}"
+
+
+async def test_the_character_note_is_inserted_at_its_depth_with_its_role(
+    client: httpx.AsyncClient,
+) -> None:
+    note = {"prompt": "{{char}} never lies.", "depth": 1, "role": "user"}
+    character = await _card(client, extensions={"depth_prompt": note},
+                            description="{{charDepthPrompt}} She keeps the lamp.")
+    chat_id = await chat(client, await connection(client), character_id=character)
+    sent = _plain(await _sent(client, chat_id, "Hello"))
+    # depth 1: before the last message, as a user message
+    assert sent[-2:] == [{"role": "user", "content": "Eva never lies."},
+                         {"role": "user", "content": "Hello"}]
+    # {{charDepthPrompt}} is the card's note
+    assert "Eva never lies. She keeps the lamp." in [m["content"] for m in sent]
+
+
+async def test_the_character_note_joins_the_authors_note_of_the_same_depth_and_role(
+    client: httpx.AsyncClient,
+) -> None:
+    character = await _card(client, extensions={"depth_prompt": {"prompt": "Char note."}})
+    authors = {"text": "Author note.", "depth": 4, "role": "system"}
+    chat_id = await chat(client, await connection(client), character_id=character,
+                         settings={"authors_note": authors})
+    for text in ("one", "two", "three"):
+        await send(client, chat_id, text)
+    contents = [m["content"] for m in await _sent(client, chat_id, "four")]
+    # default depth 4, role system: one message, the author's note first
+    joined = contents.index("Author note.\nChar note.")
+    assert contents[joined + 1:] == ["(mock) You said: two", "three",
+                                     "(mock) You said: three", "four"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from evacore.domain.images import image_part
 from evacore.pipeline.chat_shape import (
     KEY_AUTHORS_NOTE,
+    KEY_CHARACTER_NOTE,
     example_elements,
     insert_injection,
     setting,
@@ -139,6 +140,7 @@ class Character:
             elif key in ("wi_before", "wi_after"):
                 tour.data.setdefault("anchors", []).append(key)
         self._authors_note(tour)
+        self._character_note(tour)
         self._client_system(tour)
 
     def _new_chat(self, tour: Tour, text: str) -> None:
@@ -152,6 +154,16 @@ class Character:
             tour.prompt.append(el)
         else:
             tour.prompt.insert(first, el)
+
+    def _character_note(self, tour: Tour) -> None:
+        """The card's Character's Note, in the chat at its depth with its role (SillyTavern's
+        `DEPTH_PROMPT` extension prompt), every turn."""
+        text, depth, role = character_note(tour.data["character"])
+        text = tour.data["expand"](text).strip() if text.strip() else ""
+        if not text or "history" not in _order_of(tour):
+            return
+        el = _el("character_note", role, text, "card.extensions.depth_prompt", "card")
+        insert_injection(tour.prompt, el, depth, key=KEY_CHARACTER_NOTE)
 
     def _client_system(self, tour: Tour) -> None:
         """A channel's client system texts (the facade's system/developer messages), as
@@ -231,6 +243,21 @@ class Character:
             insert_injection(tour.prompt, el, int(note.get("depth", 4)), key=KEY_AUTHORS_NOTE)
 
 
+def character_note(card: dict[str, Any]) -> tuple[str, int, str]:
+    """The card's Character's Note (`extensions.depth_prompt`): text, depth (4 when not a
+    whole number from 0) and role (`system` unless `user` or `assistant`)."""
+    ext = card.get("extensions") if isinstance(card.get("extensions"), dict) else {}
+    note = ext.get("depth_prompt") if isinstance(ext.get("depth_prompt"), dict) else {}
+    text = note.get("prompt") if isinstance(note.get("prompt"), str) else ""
+    depth = note.get("depth", 4)
+    if isinstance(depth, str) and depth.strip().isdigit():
+        depth = int(depth)
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        depth = 4
+    role = note.get("role") if note.get("role") in ("system", "user", "assistant") else "system"
+    return text, depth, role
+
+
 def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -> list[Element]:
     """A stored message as prompt elements: tool steps replayed, grouped so they leave together.
 
@@ -277,6 +304,11 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
                            source=f"history:{m.id}", kind="history", group=group,
                            meta={"position": m.position, "speaker": m.name}))
     return out
+
+
+def _order_of(tour: Tour) -> Any:
+    settings, params = tour.data["chat"]["settings"], tour.data["connection"]["params"]
+    return settings.get("prompt_order") or params.get("prompt_order") or DEFAULT_ORDER
 
 
 def _with_text(content: Any, text: str) -> Any:

@@ -21,6 +21,7 @@ from evacore.pipeline.chat_shape import KEY_LORE, example_elements, insert_injec
 from evacore.pipeline.stages.character import (
     DEFAULT_ORDER,
     IMPERSONATE_PROMPT,
+    character_note,
     with_original,
 )
 from evacore.pipeline.stages.token_count import count_text
@@ -136,11 +137,18 @@ def _character(tour: Tour) -> CharacterInfo:
 
 
 def _extra_haystack(tour: Tour) -> dict[str, str]:
-    """The author's note joins the scan when its `scan` flag is on (SillyTavern's option)."""
+    """The author's note (and the Character's Note) join the scan when the note's `scan` flag
+    is on (SillyTavern's option)."""
     note = tour.data["chat"]["settings"].get("authors_note") or {}
-    if isinstance(note, dict) and note.get("scan") and isinstance(note.get("text"), str):
-        return {"author's note": tour.data["expand"](note["text"])}
-    return {}
+    out: dict[str, str] = {}
+    if isinstance(note, dict) and note.get("scan"):
+        if isinstance(note.get("text"), str):
+            out["author's note"] = tour.data["expand"](note["text"])
+        # SillyTavern's Character's Note follows the author's note's scan switch
+        text = character_note(tour.data["character"])[0]
+        if text.strip():
+            out["character's note"] = tour.data["expand"](text)
+    return out
 
 
 class _Placer:

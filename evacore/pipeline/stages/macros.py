@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from evacore.domain.ids import utcnow
 from evacore.macros import MacroEnv
+from evacore.pipeline.stages.character import character_note
 from evacore.store import chats as chat_store
 from evacore.store.settings import get_setting
 
@@ -47,6 +48,7 @@ class Macros:
             mes_examples_raw=card.get("mes_example") or "",
             system_prompt=card.get("system_prompt") or "",
             char_version=str(card.get("character_version") or ""),
+            char_depth_prompt=character_note(card)[0],
             creator_notes=card.get("creator_notes") or "",
             greetings=[card.get("first_mes") or "", *(card.get("alternate_greetings") or [])],
             model=conn.get("model") or "",
