@@ -68,6 +68,7 @@ class MacroEngine:
 
     def __init__(self, *, builtins: bool = True) -> None:
         self._defs: dict[str, MacroDef] = {}
+        self._resolvers: list[Callable[[str], MacroDef | None]] = []
         if builtins:
             from evacore.macros.builtins import register_builtins
 
@@ -105,6 +106,20 @@ class MacroEngine:
 
     def get(self, name: str) -> MacroDef | None:
         return self._defs.get(name.lower())
+
+    def add_resolver(self, resolve: Callable[[str], MacroDef | None]) -> None:
+        """Look names the registry lacks up at call time (`resolve(name)`), so macros that
+        come and go while the process runs (plugin macros) are found as they are now."""
+        self._resolvers.append(resolve)
+
+    def _lookup(self, name: str) -> MacroDef | None:
+        definition = self._defs.get(name.lower())
+        if definition is None:
+            for resolve in self._resolvers:
+                definition = resolve(name)
+                if definition is not None:
+                    break
+        return definition
 
     def definitions(self) -> list[MacroDef]:
         """Each registered macro once, in registration order."""
@@ -149,7 +164,7 @@ class MacroEngine:
             if resolved is None:
                 return node.raw
             name, arg_nodes = resolved
-        definition = self._defs.get(name.lower())
+        definition = self._lookup(name)
         if definition is None:
             key = next((k for k in env.extra if k.lower() == name.lower()), None)
             if key is None or arg_nodes:

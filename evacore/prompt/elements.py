@@ -89,6 +89,9 @@ class Element:
         if base is None:
             el.kind = str(d.get("kind") or "other")
             el.source = str(d.get("source") or "plugin")
+            priority = d.get("priority")
+            if isinstance(priority, int) and not isinstance(priority, bool):
+                el.priority = priority  # lower leaves first when the budget is short
         elif el.content != base.content:
             el.tokens = None
         return el

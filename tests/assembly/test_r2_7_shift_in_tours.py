@@ -74,8 +74,13 @@ async def seed_history(core: Core, chat_id: str, rng: random.Random, count: int,
 
 
 def kept_ids(diagnostics: dict[str, Any]) -> list[str]:
-    removed = {r["id"] for c in diagnostics["changes"] for r in c["removed"]}
-    return [i for c in diagnostics["changes"] for i in c["added"] if i not in removed]
+    """Ids the stages added and nothing removed (plugin hook records name elements by dict)."""
+    def ids(items: list[Any]) -> list[str]:
+        return [i if isinstance(i, str) else i["id"] for i in items]
+
+    changes = diagnostics["changes"]
+    removed = {i for c in changes for i in ids(c.get("removed", []))}
+    return [i for c in changes for i in ids(c.get("added", [])) if i not in removed]
 
 
 def check_tool_pairs(msgs: list[dict[str, Any]]) -> int:

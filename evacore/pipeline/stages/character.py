@@ -134,7 +134,8 @@ class Character:
                                                   tour.data.get("continue_text", ""))
                     p.append(_el("continue_nudge", "system", expand(text),
                                  "connection.continue_nudge_prompt", "other"))
-            elif key == "post_history":
+            elif key == "post_history" and post.strip():
+                # none at all when there are no instructions: the input stays last
                 p.append(_el("post_history", "system", expand(post),
                              "card.post_history_instructions", "post_history", protected=True))
             elif key in ("wi_before", "wi_after"):

@@ -34,6 +34,8 @@ def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[s
         kind = el.kind if el.kind in _REMOVABLE or el.protected else "other"
         if el.kind == "input":
             kind = "input"
+        elif not el.protected and el.source.startswith("plugin:"):
+            kind = "plugin"  # what a plugin added goes after examples, lowest priority first
         position = el.meta.get("position") if el.kind in ("history", "input") else None
         items.append(FitItem(
             id=el.id, tokens=int(el.tokens or 0), kind=kind, protected=el.protected,
