@@ -53,6 +53,11 @@ def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[s
             tour.prompt.remove(r.id, reason=f"{reason}: {r.reason}")
         removed.append({"id": r.id, "kind": r.kind, "tokens": r.tokens, "reason": r.reason})
     state["fit_anchor"] = result.anchor.to_dict()
+    kept = [int(el.meta["position"]) for el in tour.prompt
+            if el.kind in ("history", "input") and el.meta.get("position") is not None]
+    # `{{firstIncludedMessageId}}` of the next tour (SillyTavern reads the previous
+    # generation's context boundary too)
+    state["first_included_message_id"] = min(kept) if kept else None
     tour.diagnostics.setdefault("tokens", {}).update(
         budget=budget_of(tour), fitted=result.total_tokens)
     return removed
