@@ -416,7 +416,7 @@ def to_character_book(book: Lorebook) -> dict[str, Any]:
             ext["case_sensitive"] = kept.get("case_sensitive") if isinstance(kept, Mapping) \
                 else None
         card: dict[str, Any] = {
-            "id": e.extra["id"] if "id" in e.extra else e.uid,
+            "id": e.extra.get("id", e.uid),
             "keys": list(e.keys),
             "secondary_keys": list(e.secondary_keys),
             "comment": e.comment,
