@@ -195,6 +195,7 @@ class ConnectionParams(SamplerParams):
     continue_nudge_prompt: Text = ABSENT
     continue_prefill: bool = ABSENT
     continue_postfix: Literal["", " ", "\n", "\n\n"] = ABSENT
+    human_sysprompt_message: Text = ABSENT
     script: Annotated[list[dict[str, Any]], Field(max_length=1000)] = ABSENT
     tokens_per_delta: Annotated[int, Field(strict=True, ge=1, le=10_000)] = ABSENT
 

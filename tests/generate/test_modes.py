@@ -249,3 +249,15 @@ async def test_r2_11_a_failure_before_any_token_stores_no_prefill_or_continue_co
 
 def stream_error(events: list) -> bool:
     return names(events)[-1] == "error" and one(events, "error")["code"] == "provider_http_error"
+
+
+async def test_anthropic_prefill_is_sent_trimmed_and_stored_with_its_whitespace(
+    client: httpx.AsyncClient, anthropic_fake: FakeUpstream
+) -> None:
+    chat, first = await _chat_with_answer(client, anthropic_fake, " once upon a time",
+                                          prefill="Certainly, ")
+    # the API refuses trailing whitespace on the last assistant turn (SillyTavern trims it
+    # too); the stored answer keeps the prefill as written
+    assert _last_turn(anthropic_fake) == {"role": "assistant", "content": [
+        {"type": "text", "text": "Certainly,"}]}
+    assert first["content"] == "Certainly, once upon a time"

@@ -76,6 +76,8 @@ class Serialize:
             stop=request_stops(tour),
             prefill=step_prefill,
             model=conn.get("model") or "",
+            char_name=tour.data["character"].get("name") or "Assistant",
+            user_name=tour.data["persona"]["name"],
         )
         if render is not None:
             request.prompt, stop = render(tour.data["prompt_copy"], step_prefill)
