@@ -254,7 +254,7 @@ def stream_error(events: list) -> bool:
 async def test_anthropic_prefill_is_sent_trimmed_and_stored_with_its_whitespace(
     client: httpx.AsyncClient, anthropic_fake: FakeUpstream
 ) -> None:
-    chat, first = await _chat_with_answer(client, anthropic_fake, " once upon a time",
+    _chat, first = await _chat_with_answer(client, anthropic_fake, " once upon a time",
                                           prefill="Certainly, ")
     # the API refuses trailing whitespace on the last assistant turn (SillyTavern trims it
     # too); the stored answer keeps the prefill as written
