@@ -80,8 +80,7 @@ class Character:
         conn = tour.data["connection"]
         params = conn["params"]
         order = chat_settings.get("prompt_order") or params.get("prompt_order") or DEFAULT_ORDER
-        default_main = chat_settings.get("system_prompt") or params.get("system_prompt") or DEFAULT_MAIN
-        default_post = chat_settings.get("post_history") or params.get("post_history") or ""
+        default_main, default_post = prompt_defaults(tour)
         main = card.get("system_prompt") or ""
         main = with_original(main, default_main) if main else default_main
         post = card.get("post_history_instructions") or ""
@@ -242,6 +241,19 @@ class Character:
             tour.prompt.insert_after("main", el)
         else:
             insert_injection(tour.prompt, el, int(note.get("depth", 4)), key=KEY_AUTHORS_NOTE)
+
+
+def prompt_defaults(tour: Tour) -> tuple[str, str]:
+    """The default main prompt and post-history instructions (a card's own still win): the
+    chat's, else the connection's params, else its system-prompt preset's (SillyTavern's
+    `sysprompt` `content` / `post_history`), else SillyTavern's default main prompt."""
+    settings, params = tour.data["chat"]["settings"], tour.data["connection"]["params"]
+    preset = tour.data.get("sysprompt")
+    main = settings.get("system_prompt") or params.get("system_prompt") or (
+        preset.content if preset is not None else "") or DEFAULT_MAIN
+    post = settings.get("post_history") or params.get("post_history") or (
+        preset.post_history if preset is not None else "") or ""
+    return main, post
 
 
 def character_note(card: dict[str, Any]) -> tuple[str, int, str]:

@@ -22,6 +22,7 @@ from evacore.pipeline.stages.character import (
     DEFAULT_ORDER,
     IMPERSONATE_PROMPT,
     character_note,
+    prompt_defaults,
     with_original,
 )
 from evacore.pipeline.stages.token_count import count_text
@@ -309,7 +310,7 @@ def _templates(tour: Tour) -> dict[str, str]:
     note = chat_settings.get("authors_note") or {}
     if isinstance(note, dict) and isinstance(note.get("text"), str):
         out["authors_note"] = note["text"].strip()
-    default_post = chat_settings.get("post_history") or params.get("post_history") or ""
+    default_post = prompt_defaults(tour)[1]
     post = card.get("post_history_instructions") or ""
     post = with_original(post, default_post) if post else default_post
     if tour.mode == "impersonate":

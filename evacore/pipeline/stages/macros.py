@@ -12,9 +12,9 @@ from evacore.domain.ids import utcnow
 from evacore.errors import EvacoreError
 from evacore.macros import MacroEnv
 from evacore.pipeline.stages.character import (
-    DEFAULT_MAIN,
     TEXT_KINDS,
     character_note,
+    prompt_defaults,
     split_examples,
 )
 from evacore.store import chats as chat_store
@@ -49,9 +49,12 @@ class Macros:
         last_user = next((m for m in visible if m.role == "user"), None)
         last_char = next((m for m in visible if m.role == "assistant"), None)
         swipes = await _swipe_ids(core, tour, shown[0] if shown else None, leaving)
-        settings = chat["settings"]
-        params = conn["params"]
-        default_main = settings.get("system_prompt") or params.get("system_prompt") or DEFAULT_MAIN
+        if conn["kind"] in TEXT_KINDS:
+            from evacore.pipeline.stages.instruct import load_sysprompt
+
+            # SillyTavern's system-prompt presets belong to text completion (instruct mode)
+            tour.data["sysprompt"] = await load_sysprompt(core, conn)
+        default_main = prompt_defaults(tour)[0]
         instruct = await _instruct_values(core, conn)
         env = MacroEnv(
             user=persona["name"],

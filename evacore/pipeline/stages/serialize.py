@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from evacore.domain.connection_params import bounded_max_tokens
 from evacore.providers.base import ProviderRequest
-from evacore.render.postprocess import postprocess_prompt
+from evacore.render.postprocess import is_known_mode, postprocess_prompt
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -86,8 +86,12 @@ class Serialize:
         else:
             messages = tour.data["prompt_copy"]
             post = tour.data.get("postprocess") or {}
-            if post.get("mode", "none") != "none":
-                messages = postprocess_prompt(messages, post["mode"], char_name=post["char_name"],
+            mode = post.get("mode", "none")
+            if mode != "none" and not is_known_mode(mode):
+                # SillyTavern passes the messages through for a mode it does not know
+                tour.diagnostics["postprocess"] = {"mode": mode, "unknown": True}
+            elif mode != "none":
+                messages = postprocess_prompt(messages, mode, char_name=post["char_name"],
                                               user_name=post["user_name"])
             request.messages = messages
         if not request.tools:
