@@ -119,6 +119,7 @@ async def test_r2_7_long_chat_fits_keeps_groups_and_prefix(client: httpx.AsyncCl
     cuts, groups_cut, stable_checked = 0, set(), 0
     previous: list[dict[str, Any]] | None = None
     previous_retrieved = 0
+    survived = 0
     for turn in range(40):
         text = sentence(rng, rng.randint(2, 9))
         answer = await send(client, chat_id, text)
@@ -152,6 +153,14 @@ async def test_r2_7_long_chat_fits_keeps_groups_and_prefix(client: httpx.AsyncCl
         check_tool_pairs(msgs)
         history = [i for i in kept if i.startswith("history:")]
         first = history[0].split(":")[1]
+        prefix = diagnostics["shift"]["prefix"]  # how many turns the kept prefix survived
+        if firsts and first != firsts[-1]:
+            assert prefix["changed"] and prefix["turns"] == 1, (turn, prefix)
+            assert prefix["previous_turns"] == survived, (turn, prefix)
+            survived = 1
+        else:
+            survived = survived + 1 if firsts else 1
+            assert prefix["turns"] == survived and not prefix["changed"], (turn, prefix)
         if firsts and first != firsts[-1]:
             cuts += 1
         elif previous is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evacore.logs import get_logger
-from evacore.pipeline.stages.context_shift import fit_prompt
+from evacore.pipeline.stages.context_shift import fit_prompt, track_prefix
 from evacore.plugins.host import flush_changelog, note_records
 from evacore.plugins.spec import HOOK_KINDS
 from evacore.prompt.elements import Element, Prompt
@@ -46,9 +46,11 @@ class Interceptors:
             return
         apply_dicts(tour.prompt, result.messages, reason="plugin")
         tour.prompt.take_changes()  # each hook's own record already says what it changed
-        removed = fit_prompt(core, tour, reason="budget after interceptors")
+        removed = await fit_prompt(core, tour, reason="budget after interceptors")
         tour.prompt.take_changes()
-        tour.diagnostics.setdefault("shift", {})["removed_after_interceptors"] = removed
+        shift = tour.diagnostics.setdefault("shift", {})
+        shift["removed_after_interceptors"] = removed
+        shift["prefix"] = track_prefix(tour)  # measured on the prompt as it is now
         if removed:
             flush_changelog(tour, {"stage": HOOK_KINDS["interceptor"].stage_name,
                                    "actor": "stage:budget", "removed": removed})
