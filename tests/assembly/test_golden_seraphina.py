@@ -74,7 +74,8 @@ async def test_golden_seraphina_chat_mode_prompt(client: httpx.AsyncClient) -> N
     ]
 
 
-STORY = "\n".join([MAIN, WI_BEFORE, DESCRIPTION, PERSONA])
+# the story string: system, wiBefore, description, persona, each on its line, trimmed
+STORY = f"{MAIN}\n{WI_BEFORE}\n{DESCRIPTION}\n{PERSONA}"
 GOLDEN_TEXT = {
     # wrap on: sequences and text joined by "\n"; names "force": the user's example line
     # keeps its name, nothing else is named in a one-to-one chat; the author's note is a
