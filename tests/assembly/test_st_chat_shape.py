@@ -217,3 +217,13 @@ async def test_the_character_note_joins_the_authors_note_of_the_same_depth_and_r
     joined = contents.index("Author note.\nChar note.")
     assert contents[joined + 1:] == ["(mock) You said: two", "three",
                                      "(mock) You said: three", "four"]
+
+
+async def test_an_example_block_without_speakers_is_kept_as_one_system_message(
+    client: httpx.AsyncClient,
+) -> None:
+    character = await _card(client, mes_example="<START>\nThe lamp hums all night.")
+    sent = _plain(await _sent(client, await chat(client, await connection(client),
+                                                 character_id=character)))
+    assert {"role": "system", "content": "The lamp hums all night."} in sent
+    assert {"role": "system", "content": "[Example Chat]"} not in sent

@@ -120,9 +120,14 @@ class Character:
                 for i, block in enumerate(split_examples(card.get("mes_example") or "")):
                     # later blocks go first when the budget is short (SillyTavern adds them
                     # in order while they fit)
-                    for el in example_elements(f"examples:{i}", expand(block), header=header,
-                                               user=user, char=char, source="card.mes_example",
-                                               priority=-i):
+                    text = expand(block)
+                    group = example_elements(f"examples:{i}", text, header=header, user=user,
+                                             char=char, source="card.mes_example", priority=-i)
+                    if not group:  # no speaker lines: the block as written, one element
+                        group = [_el(f"examples:{i}", "system", text, "card.mes_example",
+                                     "examples", priority=-i)]
+                        group[0].meta["block"] = text
+                    for el in group:
                         p.append(el)
             elif key == "history":
                 await self._history(core, tour)
