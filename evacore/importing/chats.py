@@ -15,13 +15,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
-from evacore.formats.st_chat import (
-    StChat,
-    StMessage,
-    StVariant,
-    format_create_date,
-    parse_st_date,
-)
+from evacore.formats.st_chat import StChat, StMessage, StVariant, parse_st_date
 from evacore.importing._rows import checked_name, column_text, nul_free, ordered_ids
 from evacore.store import chats as chat_repo
 from evacore.store.tables import Character, Chat, Message, Persona, Variant
@@ -184,6 +178,8 @@ def _header(chat: Chat, meta: dict[str, Any]) -> dict[str, Any]:
     header = {k: v for k, v in meta.items()
               if k not in ("user_name", "character_name", "headerless")}
     if not meta:
+        from evacore.formats.st_chat import format_create_date  # SillyTavern's own form
+
         created = chat.created_at if chat.created_at.tzinfo else chat.created_at.replace(
             tzinfo=UTC)
         header = {"create_date": format_create_date(created), "chat_metadata": {}}
