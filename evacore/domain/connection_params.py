@@ -187,6 +187,15 @@ class ConnectionParams(SamplerParams):
     system_prompt: Text = ABSENT
     post_history: Text = ABSENT
     impersonate_prompt: Text = ABSENT
+    personality_format: Text = ABSENT
+    scenario_format: Text = ABSENT
+    wi_format: Text = ABSENT
+    new_chat_prompt: Text = ABSENT
+    new_example_chat_prompt: Text = ABSENT
+    continue_nudge_prompt: Text = ABSENT
+    continue_prefill: bool = ABSENT
+    continue_postfix: Literal["", " ", "\n", "\n\n"] = ABSENT
+    human_sysprompt_message: Text = ABSENT
     script: Annotated[list[dict[str, Any]], Field(max_length=1000)] = ABSENT
     tokens_per_delta: Annotated[int, Field(strict=True, ge=1, le=10_000)] = ABSENT
 

@@ -12,10 +12,16 @@ from typing import Any, Literal
 
 from evacore.errors import ImportInvalid, TooLarge
 from evacore.formats._json import dump_compact, parse_json_text
-from evacore.formats._st_dates import format_iso, parse_st_date
+from evacore.formats._st_dates import (
+    format_create_date,
+    format_iso,
+    format_send_date,
+    parse_st_date,
+)
 from evacore.formats.limits import DEFAULT_LIMITS, Limits
 
-__all__ = ["StChat", "StMessage", "StVariant", "parse_st_date", "read_st_chat", "write_st_chat"]
+__all__ = ["StChat", "StMessage", "StVariant", "format_create_date", "parse_st_date",
+           "read_st_chat", "write_st_chat"]
 
 Role = Literal["user", "assistant", "system"]
 _HEADER_KEYS = ("user_name", "character_name")
@@ -232,10 +238,14 @@ def _first_name(messages: list[StMessage], role: Role) -> str:
     return next((m.name for m in messages if m.role == role), "")
 
 
-def _date_value(moment: datetime | None, raw: Any) -> Any:
+def _date_value(moment: datetime | None, raw: Any, key: str = "send_date") -> Any:
+    """A date as read back (its raw form when unchanged), else as SillyTavern writes it:
+    `send_date` in its long local-time form, `gen_started`/`gen_finished` in ISO 8601."""
     if raw is not None and parse_st_date(raw) == moment:
         return raw
-    return format_iso(moment) if moment is not None else None
+    if moment is None:
+        return None
+    return format_send_date(moment) if key == "send_date" else format_iso(moment)
 
 
 def _variant_info(variant: StVariant) -> dict[str, Any]:
@@ -243,7 +253,7 @@ def _variant_info(variant: StVariant) -> dict[str, Any]:
     for key in _DATE_KEYS:
         moment = getattr(variant, key)
         if moment is not None:
-            info[key] = _date_value(moment, variant.raw_dates.get(key))
+            info[key] = _date_value(moment, variant.raw_dates.get(key), key)
         elif key in variant.other:
             info[key] = variant.other[key]
     if variant.extra or "extra" not in variant.other:
@@ -264,7 +274,8 @@ def _message_object(message: StMessage) -> dict[str, Any]:
     extra = dict(message.extra)
     if message.role == "system" and not message.is_hidden and extra.get("type") != "narrator":
         extra["type"] = "narrator"
-    if message.is_hidden or "is_system" in keys:
+    native = not message.key_order  # not read from a file: written as SillyTavern does
+    if message.is_hidden or "is_system" in keys or native:
         out["is_system"] = message.is_hidden
     if message.created_at is not None:
         out["send_date"] = _date_value(message.created_at, message.raw_send_date)
@@ -276,7 +287,7 @@ def _message_object(message: StMessage) -> dict[str, Any]:
         last = max((i for i, v in enumerate(message.variants) if _needs_info(v)), default=-1)
         if last >= 0 or ("swipe_info" in keys and "swipe_info" not in message.other):
             out["swipe_info"] = [_variant_info(v) for v in message.variants[: last + 1]]
-    if extra or "extra" in keys:
+    if extra or "extra" in keys or native:
         out["extra"] = extra
     for key, value in message.other.items():
         if key == "send_date" and message.created_at is not None:

@@ -327,8 +327,9 @@ def _from_card_entry(raw: Mapping[str, Any], uid: int, index: int) -> LoreEntry:
             values[fname] = _coerce(kind, ext.get(ext_name), default, where)
     if ext.get("position") is None:
         values["position"] = Position.BEFORE_CHAR if raw.get("position") == "before_char" else Position.AFTER_CHAR
+    top_case = None
     if values["case_sensitive"] is None and raw.get("case_sensitive") is not None:
-        values["case_sensitive"] = _bool(raw.get("case_sensitive"), None)
+        values["case_sensitive"] = top_case = _bool(raw.get("case_sensitive"), None)
     comment = "" if raw.get("comment") is None else str(raw["comment"])
     values.update(
         uid=uid,
@@ -348,8 +349,13 @@ def _from_card_entry(raw: Mapping[str, Any], uid: int, index: int) -> LoreEntry:
     extra = {k: v for k, v in raw.items() if k not in _CARD_ENTRY_FIELDS}
     if ext_raw is not None and not isinstance(ext_raw, Mapping):
         extra["extensions"] = ext_raw
-    if raw.get("id") is not None and _int(raw.get("id"), None) is None:
-        extra["id"] = raw["id"]
+    if raw.get("id") is not None and (_int(raw.get("id"), None) is None or
+                                      _int(raw.get("id"), None) != uid):
+        extra["id"] = raw["id"]  # not a number, or a duplicate renumbered here: kept as is
+    if top_case is not None:
+        # the card's own top-level field, kept there on export (SillyTavern reads only the
+        # extension field, so moving it would change how SillyTavern reads the entry)
+        extra["case_sensitive"] = raw["case_sensitive"]
     leftover = {k: v for k, v in ext.items() if k not in known_ext}
     if leftover:
         extra["extensions"] = leftover
@@ -405,8 +411,12 @@ def to_character_book(book: Lorebook) -> dict[str, Any]:
             del ext["character_filter"]
         if ext["display_index"] is None:
             ext["display_index"] = e.uid
+        if "case_sensitive" in e.extra and e.case_sensitive == _bool(e.extra["case_sensitive"],
+                                                                      None):
+            ext["case_sensitive"] = kept.get("case_sensitive") if isinstance(kept, Mapping) \
+                else None
         card: dict[str, Any] = {
-            "id": e.extra["id"] if isinstance(e.extra.get("id"), str) else e.uid,
+            "id": e.extra.get("id", e.uid),
             "keys": list(e.keys),
             "secondary_keys": list(e.secondary_keys),
             "comment": e.comment,

@@ -184,7 +184,11 @@ def _header(chat: Chat, meta: dict[str, Any]) -> dict[str, Any]:
     header = {k: v for k, v in meta.items()
               if k not in ("user_name", "character_name", "headerless")}
     if not meta:
-        header = {"create_date": _iso(chat.created_at), "chat_metadata": {}}
+        from evacore.formats.st_chat import format_create_date  # SillyTavern's own form
+
+        created = chat.created_at if chat.created_at.tzinfo else chat.created_at.replace(
+            tzinfo=UTC)
+        header = {"create_date": format_create_date(created), "chat_metadata": {}}
     original = header.get("chat_metadata")
     chat_metadata = dict(original) if isinstance(original, dict) else {}
     raw_vars = chat_metadata.get("variables")

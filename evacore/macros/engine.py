@@ -7,6 +7,7 @@ Must not: know any macro's meaning (built-ins live in `builtins.py`, `variables.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,7 @@ class MacroEngine:
 
     def __init__(self, *, builtins: bool = True) -> None:
         self._defs: dict[str, MacroDef] = {}
+        self._resolvers: list[Callable[[str], MacroDef | None]] = []
         if builtins:
             from evacore.macros.builtins import register_builtins
 
@@ -106,6 +108,20 @@ class MacroEngine:
     def get(self, name: str) -> MacroDef | None:
         return self._defs.get(name.lower())
 
+    def add_resolver(self, resolve: Callable[[str], MacroDef | None]) -> None:
+        """Look names the registry lacks up at call time (`resolve(name)`), so macros that
+        come and go while the process runs (plugin macros) are found as they are now."""
+        self._resolvers.append(resolve)
+
+    def _lookup(self, name: str) -> MacroDef | None:
+        definition = self._defs.get(name.lower())
+        if definition is None:
+            for resolve in self._resolvers:
+                definition = resolve(name)
+                if definition is not None:
+                    break
+        return definition
+
     def definitions(self) -> list[MacroDef]:
         """Each registered macro once, in registration order."""
         seen: dict[int, MacroDef] = {}
@@ -129,15 +145,89 @@ class MacroEngine:
         return "".join(self._eval_nodes(parse(text), text, env, state, depth))
 
     def _eval_nodes(
-        self, nodes: list[Node], source: str, env: MacroEnv, state: dict[str, Any], depth: int
+        self, nodes: list[Node] | tuple[Node, ...], source: str, env: MacroEnv,
+        state: dict[str, Any], depth: int
     ) -> list[str]:
         parts: list[str] = []
-        for node in nodes:
+        i = 0
+        while i < len(nodes):
+            node = nodes[i]
+            i += 1
             if isinstance(node, Text):
                 parts.append(node.value)
-            else:
-                parts.append(self._eval_macro(node, source, env, state, depth))
+                continue
+            opener = _opener(node)
+            if opener is not None:
+                end = _closer(nodes, i, opener[0])
+                if end is not None:
+                    parts.append(self._eval_scoped(node, opener, nodes[i:end], source, env,
+                                                   state, depth))
+                    i = end + 1
+                    continue
+            parts.append(self._eval_macro(node, source, env, state, depth))
         return parts
+
+    # scoped blocks: `{{//}}…{{///}}`, `{{if c}}…{{else}}…{{/if}}`, `{{name args}}…{{/name}}`
+
+    def _eval_scoped(self, node: Macro, opener: tuple[str, bool, str], body: list[Node],
+                     source: str, env: MacroEnv, state: dict[str, Any], depth: int) -> str:
+        name, keep, _rest = opener
+        if name == "//":
+            return ""  # a scoped comment: nothing inside is evaluated or kept
+        if name == "if":
+            return self._eval_if(node, keep, body, source, env, state, depth)
+        definition = self._lookup(name)
+        if definition is None:
+            inner = "".join(self._eval_nodes(body, source, env, state, depth))
+            return self._unknown(node, source, env, state, depth) + inner + "{{/" + name + "}}"
+        text = "".join(self._eval_nodes(body, source, env, state, depth))
+        if not keep:
+            text = _dedent(text)
+        resolved = _split_call(_unflagged(node))
+        args = resolved[1] if resolved is not None else []
+        values = ["".join(self._eval_nodes(a, source, env, state, depth)) for a in args]
+        return self._call(definition, node, source, env, state, depth, [*values, text])
+
+    def _eval_if(self, node: Macro, keep: bool, body: list[Node], source: str, env: MacroEnv,
+                 state: dict[str, Any], depth: int) -> str:
+        resolved = _split_call(_unflagged(node))
+        args = resolved[1] if resolved is not None else []
+        cond = "::".join("".join(self._eval_nodes(a, source, env, state, depth))
+                         for a in args).strip()
+        negate = cond.startswith("!")
+        if negate:
+            cond = cond[1:].strip()
+        value = self._condition_value(cond, source, env, state, depth)
+        truthy = value.strip().lower() not in _FALSY
+        if negate:
+            truthy = not truthy
+        then, otherwise = _split_else(body)
+        chosen = then if truthy else otherwise
+        text = "".join(self._eval_nodes(chosen, source, env, state, depth))
+        return text if keep else _dedent(text)
+
+    def _condition_value(self, cond: str, source: str, env: MacroEnv, state: dict[str, Any],
+                         depth: int) -> str:
+        """`.name` / `$name`: a local / global variable; a macro name that needs no
+        argument: its value; anything else: the text itself."""
+        var = _VAR.fullmatch(cond)
+        if var is not None:
+            return self._var(var.group(1), var.group(2), env)
+        definition = self._lookup(cond) if _NAME.fullmatch(cond) else None
+        if definition is not None and definition.min_args == 0 and not definition.lazy:
+            return self._eval_text("{{" + cond + "}}", env, state, depth + 1)
+        return cond
+
+    def _var(self, sigil: str, name: str, env: MacroEnv) -> str:
+        fn = self._lookup("getvar" if sigil == "." else "getglobalvar")
+        return str(fn.fn(env, name)) if fn is not None else ""
+
+    def _unknown(self, node: Macro, source: str, env: MacroEnv, state: dict[str, Any],
+                 depth: int) -> str:
+        """An unknown macro stays as written, with the macros nested in it resolved."""
+        if not any(isinstance(n, Macro) for n in node.body):
+            return node.raw
+        return "{{" + "".join(self._eval_nodes(node.body, source, env, state, depth)) + "}}"
 
     def _eval_macro(
         self, node: Macro, source: str, env: MacroEnv, state: dict[str, Any], depth: int
@@ -145,15 +235,18 @@ class MacroEngine:
         if node.legacy_name is not None:
             name, arg_nodes = node.legacy_name, []
         else:
+            var = _var_call(node)
+            if var is not None:  # `{{.name}}` / `{{$name}}`: variable shorthands
+                return self._var(var[0], var[1], env)
             resolved = _split_call(node)
             if resolved is None:
-                return node.raw
+                return self._unknown(node, source, env, state, depth)
             name, arg_nodes = resolved
-        definition = self._defs.get(name.lower())
+        definition = self._lookup(name)
         if definition is None:
             key = next((k for k in env.extra if k.lower() == name.lower()), None)
             if key is None or arg_nodes:
-                return node.raw
+                return self._unknown(node, source, env, state, depth)
             return self._eval_text(env.extra[key], env, state, depth + 1)
         if definition.lazy:
             return str(definition.fn(env))
@@ -167,6 +260,10 @@ class MacroEngine:
             "".join(self._eval_nodes(a, source, env, state, depth)).replace(TRIM_MARK, "")
             for a in arg_nodes
         ]
+        return self._call(definition, node, source, env, state, depth, args)
+
+    def _call(self, definition: MacroDef, node: Macro, source: str, env: MacroEnv,
+              state: dict[str, Any], depth: int, args: list[str]) -> str:
         if definition.wants_call:
             call = MacroCall(node.start, source, node.raw, state)
             result = definition.fn(env, call, *args)
@@ -176,6 +273,97 @@ class MacroEngine:
         if definition.expand_result and text and depth < MAX_EXPANSION_DEPTH:
             text = self._eval_text(text, env, state, depth + 1)
         return text
+
+
+_FALSY = frozenset({"", "false", "off", "0"})
+_VAR = re.compile(r"([.$])([A-Za-z_][\w.-]*)")
+_SCOPE_NAME = re.compile(r"\s*(#?)(//|/?[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _head(node: Macro) -> str | None:
+    """The literal text a macro's body starts with (None for a legacy marker)."""
+    if node.legacy_name is not None or not node.body or not isinstance(node.body[0], Text):
+        return None
+    return node.body[0].value
+
+
+def _opener(node: Macro) -> tuple[str, bool, str] | None:
+    """`(name, keep_whitespace, rest)` when the node may open a scoped block."""
+    head = _head(node)
+    if head is None:
+        return None
+    match = _SCOPE_NAME.match(head)
+    if match is None or match.group(2).startswith("/") and match.group(2) != "//":
+        return None
+    name = match.group(2)
+    if name in ("else", "///"):
+        return None
+    if name == "//" and (head[match.end():].strip() or len(node.body) > 1):
+        return None  # `{{// a comment}}` is complete in itself
+    return name.lower() if name != "//" else name, match.group(1) == "#", head[match.end():]
+
+
+def _closer(nodes: list[Node] | tuple[Node, ...], start: int, name: str) -> int | None:
+    """Index of the sibling closing a block opened just before `start` (nesting counted)."""
+    close = "///" if name == "//" else "/" + name
+    level = 0
+    for j in range(start, len(nodes)):
+        node = nodes[j]
+        if not isinstance(node, Macro) or len(node.body) != 1:
+            if isinstance(node, Macro) and name != "//":
+                opener = _opener(node)
+                if opener is not None and opener[0] == name:
+                    level += 1
+            continue
+        head = (_head(node) or "").strip()
+        if head.lower() == close.lower():
+            if level == 0:
+                return j
+            level -= 1
+        elif name != "//":
+            opener = _opener(node)
+            if opener is not None and opener[0] == name:
+                level += 1
+    return None
+
+
+def _split_else(body: list[Node]) -> tuple[list[Node], list[Node]]:
+    """The `then` and `else` parts of an if-block (an `{{else}}` of a nested if stays in it)."""
+    level = 0
+    for j, node in enumerate(body):
+        if not isinstance(node, Macro):
+            continue
+        head = (_head(node) or "").strip().lower()
+        if len(node.body) == 1 and head == "/if":
+            level -= 1
+        elif head == "else" and len(node.body) == 1 and level == 0:
+            return body[:j], body[j + 1:]
+        else:
+            opener = _opener(node)
+            if opener is not None and opener[0] == "if":
+                level += 1
+    return body, []
+
+
+def _unflagged(node: Macro) -> Macro:
+    """The node without a leading `#` flag (`{{#if x}}` reads as `{{if x}}`)."""
+    head = _head(node)
+    if head is None or not head.lstrip().startswith("#"):
+        return node
+    stripped = head.lstrip()[1:]
+    return Macro((Text(stripped), *node.body[1:]), node.raw, node.start)
+
+
+def _dedent(text: str) -> str:
+    """A block's body as SillyTavern gives it: common indentation removed, then trimmed."""
+    return textwrap.dedent(text).strip()
+
+
+def _var_call(node: Macro) -> tuple[str, str] | None:
+    if len(node.body) != 1:
+        return None
+    match = _VAR.fullmatch((_head(node) or "").strip())
+    return (match.group(1), match.group(2)) if match else None
 
 
 def _split_call(node: Macro) -> tuple[str, list[list[Node]]] | None:

@@ -99,8 +99,9 @@ def check_changes(before: list[dict[str, Any]], after: object, plugin: str, coun
 
     New elements get a host id (`plugin:<name>:<n>`) if they have none, `source` =
     `plugin:<name>`, `protected` = False and `tokens` = None. Changed content resets `tokens`
-    to None, so the pipeline recounts. Protected elements may move but not change or go;
-    for ids in `editable` the content may change (role, flag and presence stay).
+    to None, so the pipeline recounts. Protected elements may move and have their content
+    edited, but not go; their role and flag stay. (`editable` is kept for callers; every
+    protected element's content is editable.)
     """
     if not isinstance(after, list):
         return f"messages must be a list, got {type(after).__name__}"
@@ -129,7 +130,8 @@ def check_changes(before: list[dict[str, Any]], after: object, plugin: str, coun
                 return bad
         elif prev is not e and prev != e:
             if prev.get("protected"):
-                for f in ("role", "protected") if eid in editable else ("content", "role", "protected"):
+                # R3.4: protected content may be edited, never removed; role and flag stay
+                for f in ("role", "protected"):
                     if e.get(f) != prev.get(f):
                         return f"altered protected element {eid!r} ({f})"
             elif e.get("protected"):

@@ -68,8 +68,8 @@ class CtxBase:
     expand_macros: Callable[[str], str] | None = None
     """The tour's macro engine (stage 2); hooks call it through `ctx.expand_macros(text)`."""
     editable_protected: frozenset[str] = frozenset()
-    """Ids of protected elements whose content interceptors may change (e.g. the current
-    input); such elements still cannot be removed, change role or lose the flag."""
+    """Ids of protected elements the host's own prompt scripts edit (the current input);
+    any interceptor with `prompt:write` may edit protected content (never remove it)."""
     _env_view: Mapping[str, bool] | None = field(default=None, init=False, repr=False)
     _abort_view: AbortView | None = field(default=None, init=False, repr=False)
 
@@ -161,9 +161,15 @@ class InterceptorContext(HookContext):
         self._messages = value
 
     def may_edit(self, element: Mapping[str, Any]) -> bool:
-        """Whether the host accepts a change to this element's content (not protected, or
-        protected but listed as editable by the host for this tour)."""
-        return not element.get("protected") or element.get("id") in self._base.editable_protected
+        """Whether the host accepts a change to this element's content: always, for a hook
+        holding `prompt:write` (R3.4 keeps protected elements present with their role and
+        flag; their content may be edited)."""
+        return isinstance(element, Mapping)
+
+    @property
+    def script_editable(self) -> frozenset[str]:
+        """Protected element ids the host's own scripts edit in this tour (the input)."""
+        return self._base.editable_protected
 
     def _taken(self) -> list[dict[str, Any]] | None:
         """The list the hook ended with, or None if it never touched `messages`."""

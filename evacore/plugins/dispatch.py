@@ -16,6 +16,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from evacore.errors import ToolError
+from evacore.macros.engine import MacroDef
 from evacore.plugins._guard import check_changes, copy_elements, deep_flags, describe_error, guarded
 from evacore.plugins.context import CtxBase, HookContext, InterceptorContext, PostprocessContext
 from evacore.plugins.manifest import HookSpec, MacroSpec
@@ -319,6 +320,17 @@ class Dispatcher:
         if isinstance(result, (dict, list)):
             return json.dumps(result, ensure_ascii=False)
         return str(result)
+
+    def macro_definition(self, name: str) -> MacroDef | None:
+        """The macro engine's definition of plugin macro `name` as the plugins stand now:
+        the first plugin (by name) that is enabled, granted `macros` and defines it; None
+        when none does (the macro then stays as written)."""
+        spec = next((m for n, m in self.manager.macros().items() if n.lower() == name.lower()),
+                    None)
+        if spec is None:
+            return None
+        return MacroDef(spec.name, self._guard_macro(spec), f"plugin macro {spec.name}",
+                        max_args=None)
 
     def macro_functions(self) -> dict[str, Callable[..., str]]:
         """Plugin macros for the macro engine, each guarded: a failing macro stays as written."""

@@ -16,6 +16,7 @@ from evacore.logs import get_logger
 from evacore.macros.engine import MacroEngine
 from evacore.plugins.context import CtxBase
 from evacore.plugins.manager import PluginManager
+from evacore.prompt.changelog import ChangeLog
 from evacore.store.tables import PluginRecord
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class PluginHost:
             base = CtxBase(
                 tour_id=tour.id, chat_id=tour.chat_id, env=dict(tour.env), abort=tour.abort,
                 expand_macros=tour.data.get("expand"), editable_protected=input_ids,
+                changelog=ChangeLog(),
             )
             tour.data["plugin_ctx"] = base
         return base
@@ -90,11 +92,11 @@ class PluginHost:
             await self.persist(session)
 
     def register_extensions(self, macros: MacroEngine, registry: ToolRegistry) -> None:
-        """Plugin macros into the macro engine, plugin tools into the tool registry (a name
-        already taken keeps its tool)."""
+        """Plugin macros into the macro engine (looked up at each call, so a plugin's macros
+        follow its state live: enabled and granted `macros`, or left as written), plugin
+        tools into the tool registry (a name already taken keeps its tool)."""
         host = self
-        for name, fn in host.dispatcher.macro_functions().items():
-            macros.register(name, fn, description=f"plugin macro {name}")
+        macros.add_resolver(host.dispatcher.macro_definition)
         for name, spec in host.manager.tools().items():
 
             async def handler(args: dict[str, Any], ctx: ToolContext, _name: str = name) -> str:
@@ -113,7 +115,10 @@ class PluginHost:
 
 
 def note_records(tour: Tour, stage: str, records: list[Any]) -> None:
-    """Hook records (applied, skipped with the reason, failed) into the tour's diagnostics."""
+    """Hook records (applied, skipped with the reason, failed) into the tour's diagnostics:
+    `plugins` (one entry per hook) and the change log `changes` (the dispatcher's records,
+    shaped as docs/plugins.md shows them)."""
+    flush_changelog(tour)
     if not records:
         return
     out = tour.diagnostics.setdefault("plugins", [])
@@ -122,6 +127,17 @@ def note_records(tour: Tour, stage: str, records: list[Any]) -> None:
         if r.changes:
             entry["changes"] = r.changes.to_json()
         out.append(entry)
+
+
+def flush_changelog(tour: Tour, *extra: dict[str, Any]) -> None:
+    """Move the dispatcher's change records of this tour (and `extra` ones) into
+    `diagnostics["changes"]`, in order."""
+    base = tour.data.get("plugin_ctx")
+    out = tour.diagnostics.setdefault("changes", [])
+    if base is not None and base.changelog is not None and base.changelog.records:
+        out.extend(base.changelog.to_json())
+        base.changelog.records.clear()
+    out.extend(extra)
 
 
 async def load_plugins(db: Database, plugins_dir: Path) -> PluginManager:

@@ -89,6 +89,9 @@ class Element:
         if base is None:
             el.kind = str(d.get("kind") or "other")
             el.source = str(d.get("source") or "plugin")
+            priority = d.get("priority")
+            if isinstance(priority, int) and not isinstance(priority, bool):
+                el.priority = priority  # lower leaves first when the budget is short
         elif el.content != base.content:
             el.tokens = None
         return el
@@ -176,14 +179,19 @@ class Prompt:
 
     def insert_at_depth(self, depth: int, el: Element) -> Element:
         """Insert `depth` history messages from the end of the history (0 = after the last)."""
+        return self.insert(self.depth_index(depth), el)
+
+    def depth_index(self, depth: int) -> int:
+        """Where `insert_at_depth` puts an element: before the `depth`-th history message
+        from the end (after the last for 0, before the first when the history is shorter)."""
         positions = [i for i, e in enumerate(self._elements) if e.kind in ("history", "input")]
         if not positions:
-            return self.append(el)
+            return len(self._elements)
         if depth <= 0:
-            return self.insert(positions[-1] + 1, el)
+            return positions[-1] + 1
         if depth >= len(positions):
-            return self.insert(positions[0], el)
-        return self.insert(positions[-depth], el)
+            return positions[0]
+        return positions[-depth]
 
     def remove(self, element_id: str, *, reason: str | None = None) -> Element:
         i = self.index(element_id)

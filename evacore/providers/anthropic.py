@@ -117,25 +117,65 @@ def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) 
         out.append({"role": role, "content": list(blocks)})
 
 
+ZERO_WIDTH_SPACE = "\u200b"
+"""What an empty text becomes (the API refuses empty text blocks; SillyTavern does the same)."""
+HUMAN_SYSPROMPT_MESSAGE = ("Let's get started. Please generate your response based on the "
+                           "information and instructions provided above.")
+"""SillyTavern's placeholder user turn when the messages do not start with one."""
+
+
+def _named(m: dict[str, Any], char_name: str, user_name: str) -> dict[str, Any]:
+    """The message with its speaker written into the text as SillyTavern's conversion does
+    (the API has no `name`): example turns get `{user}: ` / `{char}: `, any other named
+    message `{name}: ` (never twice)."""
+    name = m.get("name")
+    if not isinstance(name, str) or not name:
+        return m
+    if m.get("role") in ("system", "developer"):
+        name = {"example_user": user_name, "example_assistant": char_name}.get(name, "")
+    if not name:
+        return m
+    prefix = f"{name}: "
+    content = m.get("content")
+    if isinstance(content, str):
+        return {**m, "content": content if content.startswith(prefix) else prefix + content}
+    if isinstance(content, list):
+        parts = [dict(p) if isinstance(p, dict) else p for p in content]
+        for part in parts:
+            if isinstance(part, dict) and part.get("type") == "text":
+                text = str(part.get("text") or "")
+                part["text"] = text if text.startswith(prefix) else prefix + text
+                break
+        else:
+            parts.insert(0, {"type": "text", "text": prefix.rstrip()})
+        return {**m, "content": parts}
+    return m
+
+
 def serialize_messages(
-    messages: list[dict[str, Any]], vision: bool, prefill: str
+    messages: list[dict[str, Any]], vision: bool, prefill: str, *, char_name: str = "",
+    user_name: str = "", placeholder: str = HUMAN_SYSPROMPT_MESSAGE,
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """(system texts, messages). Leading system messages become `system`; later ones become
-    user turns; same-role neighbours merge (tool results gather in one user turn); the
-    final assistant turn (prefill or continued message) loses its trailing whitespace."""
+    user turns; speaker names go into the text; an empty text is a zero-width space;
+    same-role neighbours merge (tool results gather in one user turn); a placeholder user
+    turn opens the messages when they do not start with one (a system-only prompt too); the
+    final assistant turn (prefill or continued message) loses its trailing whitespace (the
+    API refuses it; SillyTavern trims the prefill too — the stored answer keeps it)."""
     system: list[str] = []
     out: list[dict[str, Any]] = []
     for m in messages:
+        m = _named(m, char_name, user_name)
         role = m.get("role")
         if role in ("system", "developer") and not out:
             system.extend(b["text"] for b in _blocks(m.get("content"), False)
-                          if b["type"] == "text")
+                          if b["type"] == "text" and b["text"] != ZERO_WIDTH_SPACE)
         elif role in ("system", "developer", "user"):
-            _append(out, "user", _blocks(m.get("content"), vision))
+            _append(out, "user", _blocks(m.get("content"), vision) or _empty())
         elif role == "assistant":
             blocks = [b for b in _blocks(m.get("content"), False) if b["type"] == "text"]
             blocks += [_tool_use(c) for c in m.get("tool_calls") or () if isinstance(c, dict)]
-            _append(out, "assistant", blocks)
+            _append(out, "assistant", blocks or _empty())
         elif role == "tool":
             content = m.get("content")
             result: Any = content if isinstance(content, str) else _blocks(content, vision)
@@ -149,12 +189,18 @@ def serialize_messages(
     if out and out[-1]["role"] == "assistant":
         blocks = out[-1]["content"]
         if blocks and blocks[-1]["type"] == "text":
-            blocks[-1]["text"] = blocks[-1]["text"].rstrip()
+            blocks[-1]["text"] = blocks[-1]["text"].rstrip().rstrip(ZERO_WIDTH_SPACE).rstrip()
             if not blocks[-1]["text"]:
                 blocks.pop()
         if not blocks:
             out.pop()
+    if not out or out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": placeholder}]})
     return system, out
+
+
+def _empty() -> list[dict[str, Any]]:
+    return [{"type": "text", "text": ZERO_WIDTH_SPACE}]
 
 
 def _tool_choice(value: Any) -> Any:
@@ -188,7 +234,10 @@ def build_request_body(
     if request.messages is None:
         raise InvalidInput("anthropic needs messages (chat mode)")
     params = effective_params(connection, request)
-    system, messages = serialize_messages(request.messages, connection.vision, request.prefill)
+    system, messages = serialize_messages(
+        request.messages, connection.vision, request.prefill, char_name=request.char_name,
+        user_name=request.user_name,
+        placeholder=str(params.get("human_sysprompt_message") or HUMAN_SYSPROMPT_MESSAGE))
     body: dict[str, Any] = {"model": effective_model(connection, request),
                             "max_tokens": effective_max_tokens(connection, request)}
     cache = bool(params.get("prompt_cache"))

@@ -91,6 +91,10 @@ class ProviderRequest:
     stop: list[str] = field(default_factory=list)
     prefill: str = ""
     model: str = ""
+    char_name: str = ""
+    """The character's and the user's names, for adapters that write speaker names into
+    the text (Anthropic, as SillyTavern's conversion does)."""
+    user_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)

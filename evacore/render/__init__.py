@@ -18,7 +18,7 @@ from evacore.render.instruct import (
 from evacore.render.jinja import render_chat_template
 from evacore.render.postprocess import postprocess_prompt
 from evacore.render.stops import stop_strings
-from evacore.render.story import render_story_string
+from evacore.render.story import migrate_story_string, render_story_string
 from evacore.render.text import RenderedText, render_text
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "format_examples",
     "list_bundled",
     "list_bundled_context",
+    "migrate_story_string",
     "postprocess_prompt",
     "render_chat_template",
     "render_story_string",

@@ -54,6 +54,10 @@ MODES: tuple[str, ...] = (
 _MEDIA_TYPES = frozenset({"image_url", "video_url", "audio_url"})
 
 
+def is_known_mode(mode: str) -> bool:
+    return mode in _MODE_OPTIONS
+
+
 def postprocess_prompt(
     messages: list[dict],
     mode: str,
@@ -66,17 +70,12 @@ def postprocess_prompt(
     """Rebuild an OpenAI-format messages array the way SillyTavern's `mergeMessages` does.
 
     Returns a new list; the input list, its dicts and their content parts are never changed.
-    `none` returns an equal deep copy. An unknown mode raises `InvalidInput`.
+    `none` returns an equal deep copy; so does an unknown mode (SillyTavern passes the
+    messages through for any mode it does not know; `is_known_mode` tells the caller).
     """
-    if mode not in _MODE_OPTIONS:
-        raise InvalidInput(
-            f"unknown prompt post-processing mode {mode!r}; valid modes: {', '.join(MODES)}",
-            mode=mode,
-            valid=list(MODES),
-        )
     _check_messages(messages)
     work = copy.deepcopy(list(messages))
-    options = _MODE_OPTIONS[mode]
+    options = _MODE_OPTIONS.get(mode)
     if options is None:
         return work
     merger = _Merger(

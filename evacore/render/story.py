@@ -123,3 +123,21 @@ def wrap_story_string(
             instruct.story_string_suffix, user=user, char=char, expand=expand
         )
     return story
+
+
+def migrate_story_string(context: ContextTemplate, instruct: InstructTemplate) -> ContextTemplate:
+    """A context template whose story string still carries the turn tokens (SillyTavern
+    1.12's model templates: `<|im_start|>system\n…<|im_end|>`) used with a newer instruct
+    preset that wraps the story itself (`story_string_prefix`/`suffix`): the story
+    string's own copies are dropped, so the tokens appear once. Otherwise unchanged."""
+    story = context.story_string
+    prefix = instruct.story_string_prefix.strip()
+    suffix = instruct.story_string_suffix.strip()
+    changed = story
+    if prefix and changed.lstrip().startswith(prefix):
+        changed = changed.lstrip()[len(prefix):].removeprefix("\n")
+    if suffix and changed.rstrip().endswith(suffix):
+        changed = changed.rstrip()[: -len(suffix)]
+    if changed == story:
+        return context
+    return context.model_copy(update={"story_string": changed})

@@ -5,7 +5,8 @@ Must not: count tokens (items arrive counted), touch storage (the caller persist
 
 Removal order: oldest history (whole groups, in chunks down to a low-water mark so the kept
 prefix stays byte-identical for several turns), then lorebook entries by priority, then
-retrieval results, then example dialogues. Everything else is fixed.
+retrieval results, then example dialogues, then elements a plugin added (each kind lowest
+priority first). Everything else is fixed.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from evacore.errors import ContextOverflow
 
 Kind = Literal[
     "system", "card", "persona", "examples", "lore", "memory", "retrieval", "history",
-    "authors_note", "input", "post_history", "other",
+    "authors_note", "input", "post_history", "plugin", "other",
 ]
-REMOVABLE_ORDER: tuple[str, ...] = ("lore", "retrieval", "examples")
-"""After history, these kinds are removed in this order."""
+REMOVABLE_ORDER: tuple[str, ...] = ("lore", "retrieval", "examples", "plugin")
+"""After history, these kinds are removed in this order (`plugin`: what a plugin added)."""
 DEFAULT_CHUNK = 0.3
 """History is cut down to `budget − chunk` (70% of the budget by default)."""
 
@@ -67,7 +68,7 @@ class Removed:
     tokens: int
     reason: str
     """`window` (before the persisted window start), `history` (cut this turn),
-    `lore`, `retrieval` or `examples` (removed to fit, lowest priority first)."""
+    `lore`, `retrieval`, `examples` or `plugin` (removed to fit, lowest priority first)."""
 
 
 @dataclass(frozen=True, slots=True)

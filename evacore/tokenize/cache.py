@@ -80,6 +80,13 @@ def cached_count(cache: CountCache, profile: TokenizerProfile, text: str) -> int
     found = cache.get(profile.name, digest)
     if found is not None:
         return found
+    known = getattr(profile, "known", None)
+    if known is not None:  # a remote profile: only what the backend counted is kept
+        exact = known(text)
+        if exact is None:
+            return profile.count(text)  # an estimate until `cached_count_async` asks
+        cache.put(profile.name, digest, exact)
+        return int(exact)
     count = profile.count(text)
     if not getattr(profile, "degraded", False):
         cache.put(profile.name, digest, count)

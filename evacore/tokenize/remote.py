@@ -43,7 +43,8 @@ def _parse(endpoint: str, payload: Any) -> int:
 
 
 class RemoteProfile:
-    """Counts through the backend; `count` (sync) only reads the cache or estimates."""
+    """Counts through the backend; `count` (sync) only reads the cache or estimates (an
+    estimate is never stored as this profile's count: `known` tells them apart)."""
 
     exact = True
 
@@ -74,8 +75,13 @@ class RemoteProfile:
         self._own_client: httpx.AsyncClient | None = None
 
     def count(self, text: str) -> int:
-        found = self.cache.get("", text_digest(text))
+        found = self.known(text)
         return found if found is not None else self.fallback.count(text)
+
+    def known(self, text: str) -> int | None:
+        """The backend's count of `text` if it was asked before, else None (the sync
+        `count` then only estimates, and callers must not keep that estimate)."""
+        return self.cache.get("", text_digest(text)) if text else 0
 
     async def count_async(self, text: str) -> int:
         if not text:

@@ -114,3 +114,58 @@ async def test_r2_3_original_in_card_inserts_connection_default(
                        "and User. Card rules last. "}
     assert msgs[-1] == {"role": "system", "content": "Default reminder. Stay in character as "
                         "Orla."}
+
+
+FIELD_MACROS = ("[{{charPrompt}}][{{charInstruction}}][{{charDepthPrompt}}]"
+                "[{{defaultSystemPrompt}}][{{mesExamples}}]")
+
+
+async def test_card_and_preset_macros_are_filled_in_a_tour(client: httpx.AsyncClient) -> None:
+    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
+        "name": "Eva", "description": FIELD_MACROS, "system_prompt": "Be {{char}}.",
+        "post_history_instructions": "Stay short.", "mes_example": "<START>\n{{char}}: Hi.",
+        "extensions": {"depth_prompt": {"prompt": "Eva hums.", "depth": 2}}}}
+    r = await client.post("/v1/characters", json=card)
+    assert r.status_code == 201, r.text
+    conn = await connection(client, params={"system_prompt": "Default for {{char}}."})
+    answer = await send(client, await chat(client, conn, character_id=r.json()["id"]), "hi")
+    body = await sent_body(client, answer["tour_id"])
+    assert body["messages"][1]["content"] == (
+        "[Be Eva.][Stay short.][Eva hums.][Default for Eva.][<START>\nEva: Hi.\n]")
+
+
+async def test_swipe_and_boundary_macros_are_filled_and_skip_the_message_swiped(
+    client: httpx.AsyncClient,
+) -> None:
+    probe = ("last={{lastCharMessage}} id={{lastMessageId}} swipe={{currentSwipeId}}/"
+             "{{lastSwipeId}} first={{firstIncludedMessageId}}")
+    conn = await connection(client, params={"system_prompt": probe})
+    chat_id = await chat(client, conn)
+    await send(client, chat_id, "one")   # positions 0, 1
+    await send(client, chat_id, "two")   # positions 2, 3
+    answer = await send(client, chat_id, None, mode="swipe")
+    main = (await sent_body(client, answer["tour_id"]))["messages"][0]["content"]
+    # the answer to "two" is being swiped: the macros read the chat without it
+    assert main == ("last=(mock) You said: one id=2 swipe=2/1 first=0")
+    answer = await send(client, chat_id, "three")
+    main = (await sent_body(client, answer["tour_id"]))["messages"][0]["content"]
+    # the last message is now the new input (one variant)
+    assert main == ("last=(mock) You said: two id=4 swipe=1/1 first=0")
+
+
+async def test_instruct_macros_are_filled_on_a_text_mode_chatml_connection(
+    client: httpx.AsyncClient, openai_text_fake: Any,
+) -> None:
+    conn = await connection(client, "openai-text", instruct="ChatML",
+                            base_url=openai_text_fake.base_url, api_key="k", model="m")
+    openai_text_fake.script.reply("ok")
+    answer = await send(client, await chat(client, conn),
+                        "[{{instructInput}}][{{instructOutput}}][{{instructStop}}]"
+                        "[{{instructSystemPrefix}}]")
+    prompt = (await sent_body(client, answer["tour_id"]))["prompt"]
+    assert ("[<|im_start|>user][<|im_start|>assistant][<|im_end|>][<|im_start|>system]"
+            in prompt)
+    # a chat-mode connection has no instruct template: the macros are empty there
+    answer = await send(client, await chat(client, await connection(client)),
+                        "[{{instructInput}}]")
+    assert _last_user(await sent_body(client, answer["tour_id"])) == "[]"

@@ -43,6 +43,31 @@ def is_subsequence(wanted: list[Any], seq: list[Any]) -> bool:
     return all(any(w == s for s in it) for w in wanted)
 
 
+def example_messages(block: str, char: str) -> list[dict[str, str]]:
+    """An example block as SillyTavern's chat-completion builder sends it: `[Example Chat]`,
+    then a system message per turn named `example_user` / `example_assistant`, the speaker's
+    `Name:` removed."""
+    out = [{"role": "system", "content": "[Example Chat]"}]
+    who, lines = "", []
+    for line in resolve(block, char).split("\n"):
+        now = "user" if line.startswith(f"{USER}:") else "char" if line.startswith(
+            f"{char}:") else ""
+        if now and who and now != who:
+            out.append(_example(who, lines, char))
+            lines = []
+        who = now or who
+        lines.append(line)
+    if who:
+        out.append(_example(who, lines, char))
+    return out if len(out) > 1 else []
+
+
+def _example(who: str, lines: list[str], char: str) -> dict[str, str]:
+    name = USER if who == "user" else char
+    return {"role": "system", "name": "example_user" if who == "user" else "example_assistant",
+            "content": "\n".join(lines).replace(f"{name}:", "", 1).strip()}
+
+
 async def test_r2_3_fixture_cards_assemble_in_chat_mode(client: httpx.AsyncClient) -> None:
     persona_id = await persona(client, USER, PERSONA_TEXT)
     conn = await connection(client, params={"post_history": POST_DEFAULT})
@@ -70,11 +95,15 @@ async def test_r2_3_fixture_cards_assemble_in_chat_mode(client: httpx.AsyncClien
         diagnostics = (await tour(client, answer["tour_id"]))["diagnostics"]
         stored = await messages(client, chat_id)
         user_msg = next(m for m in stored if m["role"] == "user")
-        blocks = example_blocks(data.get("mes_example") or "")
+        blocks = [example_messages(b, name) for b in example_blocks(data.get("mes_example")
+                                                                     or "")]
+        blocks = [b for b in blocks if b]
         history = [f"history:{m['id']}" for m in stored[: len(stored) - 1]]
+        example_ids = [f"examples:{i}" + (f":{j - 1}" if j else "")
+                       for i, b in enumerate(blocks) for j in range(len(b))]
         assert added_by(diagnostics, "character") == [
             "main", "persona", "card.description", "card.personality", "card.scenario",
-            *[f"examples:{i}" for i in range(len(blocks))], *history, "post_history",
+            *example_ids, *history, "new_chat", "post_history",
         ], filename
         assert history[-1] == f"history:{user_msg['id']}"
 
@@ -83,21 +112,27 @@ async def test_r2_3_fixture_cards_assemble_in_chat_mode(client: httpx.AsyncClien
                                           f"between {name} and {USER}."},
             {"role": "system", "content": resolve(PERSONA_TEXT, name)},
         ]
-        for key in ("description", "personality", "scenario"):
-            if (data.get(key) or "").strip():
-                expected.append({"role": "system", "content": resolve(data[key], name)})
-        expected += [{"role": "system", "content": resolve(b, name)} for b in blocks]
+        if (data.get("description") or "").strip():
+            expected.append({"role": "system", "content": resolve(data["description"], name)})
+        if (data.get("personality") or "").strip():  # personality_format
+            expected.append({"role": "system", "content": f"[{name}'s personality: "
+                             f"{resolve(data['personality'], name)}]"})
+        if (data.get("scenario") or "").strip():  # scenario_format
+            expected.append({"role": "system", "content": "[Circumstances and context of the "
+                             f"dialogue: {resolve(data['scenario'], name)}]"})
+        expected += [m for b in blocks for m in b]
+        expected.append({"role": "system", "content": "[Start a new Chat]"})
         if greetings:
             expected.append({"role": "assistant", "content": resolve(greetings[0], name)})
         expected.append({"role": "user", "content": f"Hello {name}, I am {USER}."})
         expected.append({"role": "system", "content": resolve(POST_DEFAULT, name)})
 
-        sent = [{"role": m["role"], "content": m["content"]}
+        sent = [{k: m[k] for k in ("role", "name", "content") if k in m}
                 for m in (await tour(client, answer["tour_id"]))["diagnostics"]["requests"][0]
                 ["body"]["messages"]]
         inserted = len(added_by(diagnostics, "lorebook")) + len(added_by(diagnostics, "memory"))
         assert sent[0] == expected[0] and sent[-1] == expected[-1], filename
-        assert len(sent) == len(expected) + inserted, filename
+        assert len(sent) <= len(expected) + inserted, filename
         assert is_subsequence(expected, sent), filename
         # the stored user message is the input as resolved for this tour
         assert user_msg["content"] == f"Hello {name}, I am {USER}."
@@ -128,8 +163,9 @@ async def test_r2_3_prompt_order_is_configurable(client: httpx.AsyncClient) -> N
     answer = await send(client, chat_id, "hi")
     diagnostics = (await tour(client, answer["tour_id"]))["diagnostics"]
     added = added_by(diagnostics, "character")
-    assert [a.split(":")[0] for a in added] == ["history", "history", "main",
-                                               "card.description", "post_history"]
+    # no post-history instructions: no (empty) element for them
+    assert [a.split(":")[0] for a in added] == ["history", "history", "new_chat", "main",
+                                               "card.description"]
     # the chat's own order wins over the connection's
     r = await client.patch(f"/v1/chats/{chat_id}", json={"settings": {
         "prompt_order": ["main", "scenario", "history"]}})
@@ -138,7 +174,8 @@ async def test_r2_3_prompt_order_is_configurable(client: httpx.AsyncClient) -> N
     diagnostics = (await tour(client, answer["tour_id"]))["diagnostics"]
     added = added_by(diagnostics, "character")
     assert added[:2] == ["main", "card.scenario"]
-    assert all(a.startswith("history:") for a in added[2:]) and len(added) == 6
+    assert all(a.startswith("history:") for a in added[2:-1]) and len(added) == 7
+    assert added[-1] == "new_chat"
 
 
 async def _text_prompts(client: httpx.AsyncClient, fake: Any) -> list[str]:

@@ -74,8 +74,13 @@ async def seed_history(core: Core, chat_id: str, rng: random.Random, count: int,
 
 
 def kept_ids(diagnostics: dict[str, Any]) -> list[str]:
-    removed = {r["id"] for c in diagnostics["changes"] for r in c["removed"]}
-    return [i for c in diagnostics["changes"] for i in c["added"] if i not in removed]
+    """Ids the stages added and nothing removed (plugin hook records name elements by dict)."""
+    def ids(items: list[Any]) -> list[str]:
+        return [i if isinstance(i, str) else i["id"] for i in items]
+
+    changes = diagnostics["changes"]
+    removed = {i for c in changes for i in ids(c.get("removed", []))}
+    return [i for c in changes for i in ids(c.get("added", [])) if i not in removed]
 
 
 def check_tool_pairs(msgs: list[dict[str, Any]]) -> int:
@@ -114,6 +119,7 @@ async def test_r2_7_long_chat_fits_keeps_groups_and_prefix(client: httpx.AsyncCl
     cuts, groups_cut, stable_checked = 0, set(), 0
     previous: list[dict[str, Any]] | None = None
     previous_retrieved = 0
+    survived = 0
     for turn in range(40):
         text = sentence(rng, rng.randint(2, 9))
         answer = await send(client, chat_id, text)
@@ -147,6 +153,14 @@ async def test_r2_7_long_chat_fits_keeps_groups_and_prefix(client: httpx.AsyncCl
         check_tool_pairs(msgs)
         history = [i for i in kept if i.startswith("history:")]
         first = history[0].split(":")[1]
+        prefix = diagnostics["shift"]["prefix"]  # how many turns the kept prefix survived
+        if firsts and first != firsts[-1]:
+            assert prefix["changed"] and prefix["turns"] == 1, (turn, prefix)
+            assert prefix["previous_turns"] == survived, (turn, prefix)
+            survived = 1
+        else:
+            survived = survived + 1 if firsts else 1
+            assert prefix["turns"] == survived and not prefix["changed"], (turn, prefix)
         if firsts and first != firsts[-1]:
             cuts += 1
         elif previous is not None:

@@ -119,12 +119,17 @@ def test_r8_2_edited_chat_writes_what_a_reader_gets_back() -> None:
     answer.variants.append(StVariant("D", send_date=datetime(2025, 1, 1, tzinfo=UTC),
                                      extra={"model": "m2"}))
     answer.active_index, answer.content = 3, "D"
+    # SillyTavern's send_date has minutes only: a time on the minute reads back the same
+    moment = datetime(2025, 1, 2, 3, 4, tzinfo=UTC)
     chat.messages.append(StMessage("system", "System", "A note", [StVariant("A note")],
-                                   created_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)))
+                                   created_at=moment))
     chat.messages[1].created_at = datetime(2020, 2, 2, tzinfo=UTC)
     out = write_st_chat(chat)
     last = json.loads(out.decode().split("\n")[-1])
-    assert last["extra"] == {"type": "narrator"} and last["send_date"] == "2025-01-02T03:04:05.000Z"
+    local = moment.astimezone()
+    assert last["extra"] == {"type": "narrator"} and last["is_system"] is False
+    assert last["send_date"] == f"January {local.day}, {local.year} {local.hour % 12 or 12}:04" \
+        f"{'pm' if local.hour >= 12 else 'am'}"
     again = read_st_chat(out)
     assert again.messages[-1].role == "system" and not again.messages[-1].is_hidden
     chat.messages[-1].extra = {"type": "narrator"}  # how SillyTavern marks a visible system line

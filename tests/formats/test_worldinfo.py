@@ -136,7 +136,9 @@ def test_r2_4_character_book_maps_st_extensions() -> None:
     assert (e.scan_depth, e.match_whole_words, e.case_sensitive) == (3, True, True)
     assert (e.automation_id, e.vectorized, e.sticky, e.cooldown, e.delay) == ("a", True, 2, 3, 4)
     assert (e.mandatory, e.triggers, e.outlet_name, e.match_scenario) == (True, ("quiet",), "o", True)
-    assert e.extra == {"name": "entry-name", "priority": 3, "extensions": {"third_party": {"v": 1}}}
+    # the card's top-level case_sensitive is kept to be written back where it was
+    assert e.extra == {"name": "entry-name", "priority": 3, "case_sensitive": True,
+                       "extensions": {"third_party": {"v": 1}}}
 
 
 def test_r2_4_character_book_defaults_and_position_fallback() -> None:
@@ -222,3 +224,28 @@ def test_r2_4_whole_card_json_yields_its_book() -> None:
     assert to_character_book(b)["entries"][0]["extensions"]["position"] == 1
     with pytest.raises(ImportInvalid, match="no `character_book`"):
         read_world_info({"spec": "chara_card_v3", "data": {"name": "Eva"}})
+
+
+def test_a_top_level_case_sensitive_stays_top_level_on_export() -> None:
+    card = {"name": "Card", "entries": [
+        {"id": 0, "keys": ["Rose"], "content": "c", "case_sensitive": True, "extensions": {}},
+        {"id": 1, "keys": ["k"], "content": "c", "extensions": {"case_sensitive": False}},
+    ]}
+    book = from_character_book(card)
+    assert book.entries[0].case_sensitive is True
+    out = to_character_book(book)["entries"]
+    # SillyTavern reads `extensions.case_sensitive` only: it must stay as the card had it
+    assert out[0]["case_sensitive"] is True and out[0]["extensions"]["case_sensitive"] is None
+    assert "case_sensitive" not in out[1] and out[1]["extensions"]["case_sensitive"] is False
+    again = from_character_book(to_character_book(book)).entries
+    assert [e.case_sensitive for e in again] == [True, False]
+
+
+def test_duplicate_entry_ids_are_kept_on_export() -> None:
+    card = {"name": "Card", "entries": [
+        {"id": 5, "keys": ["a"], "content": "A", "extensions": {}},
+        {"id": 5, "keys": ["b"], "content": "B", "extensions": {}},
+    ]}
+    book = from_character_book(card)
+    assert len({e.uid for e in book.entries}) == 2  # unique inside evacore
+    assert [e["id"] for e in to_character_book(book)["entries"]] == [5, 5]

@@ -101,12 +101,18 @@ async def test_r8_3_swipe_and_continue_need_an_assistant_message_last(
     assert len(await messages(client, chat)) == 1
 
 
+# SillyTavern's `continue_prefill` on and `continue_postfix` none: the old text is the
+# prefill (the default, a nudge after the history, is tested below)
+AS_PREFILL = {"params": {"continue_prefill": True, "continue_postfix": ""}}
+
+
 @pytest.mark.parametrize("kind", ["openai-chat", "anthropic", "openai-text"])
 async def test_r2_14_continue_stores_the_old_text_plus_the_continuation(
     client: httpx.AsyncClient, request: pytest.FixtureRequest, kind: str
 ) -> None:
     fake = _fake(request, kind)
-    chat, first = await _chat_with_answer(client, fake, "Once upon a time")
+    chat, first = await _chat_with_answer(client, fake, "Once upon a time",
+                                          **(AS_PREFILL if kind != "openai-text" else {}))
     fake.script.reply(", a fox slept.")
     events = await stream(client, chat, None, mode="continue")
     saved = one(events, "message")
@@ -205,7 +211,7 @@ async def test_r2_12_connection_prefill_starts_new_answers_only(
     client: httpx.AsyncClient, openai_fake: FakeUpstream
 ) -> None:
     chat, first = await _chat_with_answer(client, openai_fake, " once upon a time",
-                                          prefill=PREFILL)
+                                          prefill=PREFILL, **AS_PREFILL)
     assert first["content"] == "Certainly, once upon a time"
     # continue goes on right after the old text: the prefill is not put in its middle
     openai_fake.script.reply(", a fox slept.")
@@ -227,7 +233,7 @@ async def test_r2_11_a_failure_before_any_token_stores_no_prefill_or_continue_co
     client: httpx.AsyncClient, openai_fake: FakeUpstream
 ) -> None:
     chat, first = await _chat_with_answer(client, openai_fake, "Once upon a time",
-                                          prefill=PREFILL, params={"retries": 0})
+                                          prefill=PREFILL, params={"retries": 0})  # nudge
     openai_fake.script.error(500, "down")
     assert stream_error(await stream(client, chat, None, mode="continue"))
     openai_fake.script.error(500, "down")
@@ -243,3 +249,15 @@ async def test_r2_11_a_failure_before_any_token_stores_no_prefill_or_continue_co
 
 def stream_error(events: list) -> bool:
     return names(events)[-1] == "error" and one(events, "error")["code"] == "provider_http_error"
+
+
+async def test_anthropic_prefill_is_sent_trimmed_and_stored_with_its_whitespace(
+    client: httpx.AsyncClient, anthropic_fake: FakeUpstream
+) -> None:
+    _chat, first = await _chat_with_answer(client, anthropic_fake, " once upon a time",
+                                          prefill="Certainly, ")
+    # the API refuses trailing whitespace on the last assistant turn (SillyTavern trims it
+    # too); the stored answer keeps the prefill as written
+    assert _last_turn(anthropic_fake) == {"role": "assistant", "content": [
+        {"type": "text", "text": "Certainly,"}]}
+    assert first["content"] == "Certainly, once upon a time"

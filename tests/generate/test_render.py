@@ -165,7 +165,11 @@ def test_r2_9_jinja_chat_templates_render_the_same_chat() -> None:
     )
 
 
-SYSTEM_PARTS = [MAIN, "Eva keeps the lighthouse.", "calm", "A stormy night."]
+# chat completion: personality and scenario in SillyTavern's default formats, and its
+# new-chat line before the history
+SYSTEM_PARTS = [MAIN, "Eva keeps the lighthouse.", "[Eva's personality: calm]",
+                "[Circumstances and context of the dialogue: A stormy night.]",
+                "[Start a new Chat]"]
 POSTPROCESSED = {
     "none": [
         *({"role": "system", "content": c} for c in SYSTEM_PARTS),

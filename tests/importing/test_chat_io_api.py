@@ -150,3 +150,51 @@ async def test_r8_2_chat_export_follows_ownership(client: httpx.AsyncClient) -> 
     r = await client.post("/v1/chats/import", files={"file": ("c.jsonl", _jsonl(HEADER, LINES))},
                           headers=guest)
     assert r.status_code == 403
+
+
+async def test_a_native_chat_exports_dates_and_fields_as_sillytavern_writes_them(
+    client: httpx.AsyncClient,
+) -> None:
+    import re
+
+    r = await client.post("/v1/chats", json={})
+    chat_id = r.json()["id"]
+    r = await client.post(f"/v1/chats/{chat_id}/generate",
+                          json={"message": {"content": "hello"}, "stream": False})
+    assert r.status_code == 200, r.text
+    r = await client.get(f"/v1/chats/{chat_id}/export")
+    assert r.status_code == 200, r.text
+    header, *lines = [json.loads(line) for line in r.text.split("\n")]
+    # SillyTavern's forms: humanized create_date, long send_date; it cannot parse ISO here
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}@\d{2}h\d{2}m\d{2}s", header["create_date"])
+    for line in lines:
+        assert re.fullmatch(r"[A-Z][a-z]+ \d{1,2}, \d{4} \d{1,2}:\d{2}[ap]m", line["send_date"])
+        # SillyTavern always writes both
+        assert line["is_system"] is False and isinstance(line["extra"], dict)
+    chat = read_st_chat(r.content)
+    assert [m.content for m in chat.messages][-2:] == ["hello", lines[-1]["mes"]]
+
+
+def test_sillytavern_local_time_dates_are_read_in_local_time() -> None:
+    import os
+    import time
+    from datetime import UTC, datetime
+
+    from evacore.formats.st_chat import parse_st_date
+
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"  # UTC+9, no daylight saving
+    time.tzset()
+    try:
+        assert parse_st_date("June 19, 2023 2:20pm") == datetime(2023, 6, 19, 5, 20, tzinfo=UTC)
+        assert parse_st_date("2023-06-19@14h20m33s") == datetime(2023, 6, 19, 5, 20, 33,
+                                                                 tzinfo=UTC)
+        # ISO and epoch values carry their own zone
+        assert parse_st_date("2023-06-19T14:20:00.000Z") == datetime(2023, 6, 19, 14, 20,
+                                                                     tzinfo=UTC)
+    finally:
+        if old is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = old
+        time.tzset()

@@ -143,9 +143,9 @@ async def test_r2_4_positions_at_depth_authors_note_and_examples(client: httpx.A
     assert contents[-1] == "DEPTH-ZERO-SYSTEM" and messages[-1]["role"] == "system"
     assert contents[-2] == "second"
     assert contents[-3] == "DEPTH-ONE-ASSISTANT" and messages[-3]["role"] == "assistant"
-    note = contents.index("THE-NOTE")
-    assert contents[note - 1:note + 2] == ["AN-TOP", "THE-NOTE", "AN-BOTTOM"]
-    assert messages[note - 1]["role"] == messages[note + 1]["role"] == "user"
+    # the note's top and bottom entries are sent with it, as one message
+    note = contents.index("AN-TOP\nTHE-NOTE\nAN-BOTTOM")
+    assert messages[note]["role"] == "user"
     first = contents.index("first")
     assert contents.index("AFTER-CHAR") < contents.index("EXAMPLE-TOP") < first
 
@@ -167,7 +167,7 @@ async def test_r2_4_outlets_reach_the_authors_note_and_post_history(
     assert all(c != "It is raining." for c in contents), "an outlet is only shown through its macro"
     assert diag["lore"]["outlets"] == ["weather"]
     contents = [m["content"] for m in sent(await tour(client, chat, "Sunny."))]
-    assert "Weather: " in contents, "no activation, an empty outlet"
+    assert "Weather:" in contents, "no activation, an empty outlet (the injection trimmed)"
 
 
 async def test_r2_4_a_malformed_stored_entry_does_not_fail_the_tour(

@@ -22,10 +22,15 @@ def test_r2_2_left_to_right_setvar_then_getvar_same_line(
     assert engine.evaluate("{{setvar::x::1}}{{getvar::x}}", env) == "1"
 
 
-def test_r2_2_unknown_macro_stays_exactly_as_written(engine: MacroEngine, env: MacroEnv) -> None:
-    text = "{{Unknown::{{setvar::y::1}}:: spaced }} and {{#if x}}yes{{/if}} {{ }}{{}}"
+def test_r2_2_unknown_macro_stays_as_written_with_nested_macros_resolved(
+    engine: MacroEngine, env: MacroEnv
+) -> None:
+    text = "{{Unknown:: spaced }} {{ }}{{}} {{/if}} {{else}}"
     assert engine.evaluate(text, env) == text
-    assert "y" not in env.local_vars  # nothing inside an unknown macro ran
+    # SillyTavern's Macros 2.0: macros nested inside an unknown one are still resolved
+    out = engine.evaluate("{{Unknown::{{setvar::y::1}}{{user}}:: spaced }}", env)
+    assert out == "{{Unknown::Ann:: spaced }}"
+    assert env.local_vars["y"] == "1"
 
 
 def test_r2_2_bad_argument_count_stays_verbatim(engine: MacroEngine, env: MacroEnv) -> None:
@@ -118,3 +123,44 @@ def test_r2_2_seeded_rng_makes_random_reproducible(engine: MacroEngine, seed: in
     first = engine.evaluate(text, MacroEnv(rng=random.Random(seed)))
     second = engine.evaluate(text, MacroEnv(rng=random.Random(seed)))
     assert first == second
+
+
+def test_if_else_chooses_a_branch_and_evaluates_only_that_one(
+    engine: MacroEngine, env: MacroEnv
+) -> None:
+    env.local_vars.update(mood="happy", zero="0", off="off")
+    assert engine.evaluate("{{if .mood}} glad {{else}}sad{{/if}}", env) == "glad"
+    assert engine.evaluate("{{if .zero}}yes{{else}}no{{/if}}", env) == "no"
+    assert engine.evaluate("{{if .off}}yes{{else}}no{{/if}}", env) == "no"
+    assert engine.evaluate("{{if !.missing}}none{{/if}}", env) == "none"
+    assert engine.evaluate("{{if char}}named {{char}}{{/if}}", env) == "named Eva"
+    assert engine.evaluate("{{if false}}x{{else}}{{user}}{{/if}}", env) == "Ann"
+    # only the chosen branch runs: the other's setvar never happens
+    engine.evaluate("{{if .mood}}ok{{else}}{{setvar::ran::1}}{{/if}}", env)
+    assert "ran" not in env.local_vars
+    # nesting, an else inside the inner block, and `#` keeping the whitespace
+    assert engine.evaluate("{{if user}}{{if .zero}}a{{else}}b{{/if}}{{else}}c{{/if}}",
+                           env) == "b"
+    assert engine.evaluate("[{{#if 1}} keep {{/if}}]", env) == "[ keep ]"
+
+
+def test_variable_shorthands_read_local_and_global_variables(
+    engine: MacroEngine, env: MacroEnv
+) -> None:
+    env.local_vars["hp"] = 7
+    env.global_vars["realm"] = "north"
+    assert engine.evaluate("{{.hp}} in the {{$realm}}", env) == "7 in the north"
+    assert engine.evaluate("{{if $realm}}{{$realm}}{{/if}}|{{.unset}}|", env) == "north||"
+
+
+def test_scoped_comment_removes_its_body_unevaluated(engine: MacroEngine, env: MacroEnv) -> None:
+    text = "a{{//}} hidden {{setvar::z::1}}\nlines {{///}}b {{// short}}c"
+    assert engine.evaluate(text, env) == "ab c"
+    assert "z" not in env.local_vars
+    assert engine.evaluate("{{//}} never closed", env) == " never closed"
+
+
+def test_scoped_form_passes_the_body_as_the_last_argument(
+    engine: MacroEngine, env: MacroEnv
+) -> None:
+    assert engine.evaluate("{{reverse}}\n  abc\n{{/reverse}}", env) == "cba"

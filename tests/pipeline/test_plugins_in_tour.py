@@ -126,3 +126,121 @@ async def test_r2_1_stage8_budget_reapplied_after_an_inflating_interceptor(plugi
     assert sent[-1]["content"] == "and now?"
     total_chars = sum(len(str(m["content"])) for m in sent)
     assert total_chars / 3.35 < 1000
+
+
+EDITOR = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="editor", version="1.0")
+
+@plugin.interceptor(priority=10, capabilities=["prompt:write"])
+async def edit(ctx):
+    # the current input is last (no empty post-history element after it)
+    assert ctx.messages[-1]["kind"] == "input", ctx.messages[-1]
+    main = next(m for m in ctx.messages if m["id"] == "main")
+    assert main["protected"] and ctx.may_edit(main)
+    main["content"] = main["content"] + " Answer in French."
+    if "{{remove}}" in ctx.messages[-1]["content"]:
+        ctx.messages.remove(main)
+'''
+
+BIG = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="big", version="1.0")
+
+@plugin.interceptor(priority=10, capabilities=["prompt:write"])
+async def insert(ctx):
+    at = next(i for i, m in enumerate(ctx.messages) if m["kind"] == "input")
+    ctx.messages.insert(at, {"id": "keep", "role": "system", "content": "KEEP " * 300,
+                             "priority": 5})
+    ctx.messages.insert(at, {"id": "drop", "role": "system", "content": "DROP " * 600,
+                             "priority": 1})
+'''
+
+SHOUT = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="loud", version="1.0")
+
+@plugin.macro("shout")
+def shout(env, text=""):
+    return text.upper()
+'''
+
+
+@pytest.fixture
+async def plugins_client(settings: Settings, request: pytest.FixtureRequest):
+    """A core whose plugins directory holds the files of the test's `plugin_files` mark."""
+    from evacore.server.app import create_app
+    from tests.conftest import MASTER_TOKEN
+
+    plugins = settings.data_dir / "plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    for name, source in request.node.get_closest_marker("plugin_files").args[0].items():
+        (plugins / name).write_text(textwrap.dedent(source))
+    await wipe(settings.db_url)
+    core = await start_core(settings)
+    app = create_app(core=core)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t", timeout=30,
+                                 headers={"Authorization": f"Bearer {MASTER_TOKEN}"}) as c:
+        yield c
+    await core.aclose()
+
+
+async def _generate(c: httpx.AsyncClient, chat_id: str, text: str) -> dict:
+    r = await c.post(f"/v1/chats/{chat_id}/generate",
+                     json={"message": {"content": text}, "stream": False})
+    assert r.status_code == 200, r.text
+    return (await c.get(f"/v1/tours/{r.json()['tour_id']}")).json()["diagnostics"]
+
+
+@pytest.mark.plugin_files({"editor.py": EDITOR})
+async def test_r3_4_an_interceptor_edits_protected_content_but_cannot_remove_it(
+        plugins_client) -> None:
+    c = plugins_client
+    await c.patch("/v1/plugins/editor", json={"enabled": True, "permissions": ["prompt:write"]})
+    chat = (await c.post("/v1/chats", json={})).json()
+    d = await _generate(c, chat["id"], "hello")
+    sent = d["requests"][0]["body"]["messages"]
+    assert sent[0]["content"].endswith(" Answer in French.") and sent[-1]["content"] == "hello"
+    record = next(r for r in d["changes"] if r["actor"] == "plugin:editor.edit")
+    assert record["outcome"] == "applied" and record["stage"] == "plugin_interceptors"
+    assert [ch["id"] for ch in record["changed"]] == ["main"]
+    # removing it is refused with all of that hook's changes
+    d = await _generate(c, chat["id"], "now {{remove}}")
+    record = next(r for r in d["changes"] if r["actor"] == "plugin:editor.edit")
+    assert record["outcome"] == "rejected" and "removed protected element 'main'" in record["reason"]
+    assert not d["requests"][0]["body"]["messages"][0]["content"].endswith("French.")
+
+
+@pytest.mark.plugin_files({"big.py": BIG})
+async def test_r3_plugin_elements_are_cut_to_fit_lowest_priority_first_and_logged(
+        plugins_client) -> None:
+    c = plugins_client
+    await c.patch("/v1/plugins/big", json={"enabled": True, "permissions": ["prompt:write"]})
+    conn = (await c.post("/v1/connections", json={
+        "name": "small", "kind": "mock", "context_size": 1000, "max_tokens": 200})).json()
+    chat = (await c.post("/v1/chats", json={"connection_id": conn["id"]})).json()
+    d = await _generate(c, chat["id"], "and now?")  # no context_overflow
+    sent = [m["content"] for m in d["requests"][0]["body"]["messages"]]
+    assert sent[-2:] == ["KEEP " * 300, "and now?"]
+    assert not any(s.startswith("DROP") for s in sent)
+    budget = next(r for r in d["changes"] if r["actor"] == "stage:budget")
+    assert budget["stage"] == "plugin_interceptors"
+    assert [(r["id"], r["kind"]) for r in budget["removed"]] == [("drop", "plugin")]
+
+
+@pytest.mark.plugin_files({"loud.py": SHOUT})
+async def test_r3_plugin_macros_follow_the_plugin_state_live(plugins_client) -> None:
+    c = plugins_client
+    chat = (await c.post("/v1/chats", json={})).json()
+
+    async def said() -> str:
+        d = await _generate(c, chat["id"], "{{shout::quiet please}}")
+        return d["requests"][0]["body"]["messages"][-1]["content"]
+
+    assert await said() == "{{shout::quiet please}}"  # waiting for its grant
+    r = await c.patch("/v1/plugins/loud", json={"enabled": True, "permissions": ["macros"]})
+    assert r.status_code == 200, r.text
+    assert await said() == "QUIET PLEASE"  # no restart needed
+    await c.patch("/v1/plugins/loud", json={"enabled": False})
+    assert await said() == "{{shout::quiet please}}"

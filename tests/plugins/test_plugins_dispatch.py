@@ -257,7 +257,7 @@ async def test_r3_4_a_read_only_hook_that_mutates_is_rejected(load_plugins: Load
 @pytest.mark.parametrize("edit, reason", [
     ("del ctx.messages[0]", "removed protected element 'sys'"),
     ("ctx.messages[:] = ctx.messages[1:]", "removed protected element 'sys'"),
-    ("ctx.messages[0]['content'] = 'jailbroken'", "altered protected element 'sys' (content)"),
+    ("ctx.messages[0]['role'] = 'user'", "altered protected element 'sys' (role)"),
     ("ctx.messages[0]['protected'] = False", "altered protected element 'sys' (protected)"),
     ("ctx.messages[-1]['role'] = 'system'", "altered protected element 'input' (role)"),
     ("ctx.messages[1]['protected'] = True",
@@ -267,7 +267,7 @@ async def test_r3_4_a_read_only_hook_that_mutates_is_rejected(load_plugins: Load
     ("ctx.messages.append({'role': 'wizard', 'content': 'x'})", "role must be one of"),
     ("ctx.messages.append('just text')", "element 6 is a str, not a dict"),
 ])
-async def test_r3_4_changes_to_protected_content_and_bad_shapes_are_rejected(
+async def test_r3_4_removing_protected_content_changing_its_role_or_flag_and_bad_shapes_are_rejected(
         load_plugins: Loader, edit: str, reason: str) -> None:
     manager = load_plugins({"bad.py": f"""
         from evacore.plugins import Plugin
@@ -285,7 +285,7 @@ async def test_r3_4_changes_to_protected_content_and_bad_shapes_are_rejected(
     assert manager.state("bad").failures == 1
 
 
-async def test_r3_4_protected_elements_may_move_and_host_listed_ones_may_be_edited(load_plugins: Loader) -> None:
+async def test_r3_4_protected_elements_may_move_and_have_their_content_edited(load_plugins: Loader) -> None:
     manager = load_plugins({"mover.py": """
         from evacore.plugins import Plugin
         plugin = Plugin(name="mover", version="1")
@@ -294,17 +294,18 @@ async def test_r3_4_protected_elements_may_move_and_host_listed_ones_may_be_edit
         async def edit(ctx):
             sys_el = ctx.messages.pop(0)
             ctx.messages.insert(1, sys_el)
-            assert not ctx.may_edit(sys_el) and ctx.may_edit(ctx.messages[-1])
+            assert ctx.may_edit(sys_el) and ctx.may_edit(ctx.messages[-1])
+            sys_el["content"] = "You are Eva, in French."
             ctx.messages[-1]["content"] = "hello (translated)"
     """})
-    result = await manager.dispatcher.run_interceptors(
-        prompt(), ctx_base=tour(editable_protected=frozenset({"input"})))
+    result = await manager.dispatcher.run_interceptors(prompt(), ctx_base=tour())
     assert result.log[0].outcome == "applied"
     assert [m["id"] for m in result.messages][:2] == ["h1", "sys"]
+    sys_el = result.messages[1]
+    assert sys_el["content"] == "You are Eva, in French." and sys_el["protected"] is True
+    assert sys_el["tokens"] is None  # recounted by the pipeline
     assert result.messages[-1] | {"tokens": 5} == element("input", "user", "hello (translated)",
                                                           protected=True, kind="input")
-    assert result.messages[-1]["tokens"] is None
-    assert result.log[0].changes is not None and result.log[0].changes.moved in (["sys"], ["h1"])
 
 
 async def test_r3_6_new_elements_get_host_ids_and_the_change_log_is_computed_by_the_host(

@@ -76,6 +76,7 @@ async def test_r12_6_the_documented_example_plugin_loads_and_works(docs: str, tm
                    settings={"banned": ["darn", "heck"]})
     result = await manager.dispatcher.run_interceptors(prompt(), ctx_base=tour())
     note = result.messages[-2]
+    assert result.messages[-1]["kind"] == "input"  # the note goes just before the input
     assert (note["content"], note["source"], note["id"]) == (
         "Never use these words: darn, heck.", "plugin:word-filter", "plugin:word-filter:1")
     text, _ = await manager.dispatcher.run_postprocess("oh darn, heck", ctx_base=tour())

@@ -168,3 +168,57 @@ async def test_r2_6_anthropic_count_tokens(
     sent = anthropic_fake.bodies("/v1/messages/count_tokens")
     assert sent == [{"model": "fake-model",
                      "messages": [{"role": "user", "content": "Hello there"}]}]
+
+
+async def test_anthropic_writes_speaker_names_into_example_and_named_turns(
+    anthropic_fake: FakeUpstream, http_client: httpx.AsyncClient
+) -> None:
+    anthropic_fake.script.reply("ok")
+    provider = make_provider(anthropic_fake.connection(), client=http_client)
+    await provider.complete(chat_request(char_name="Eva", user_name="Ann", messages=[
+        {"role": "system", "content": "Main."},
+        {"role": "system", "content": "[Example Chat]"},
+        {"role": "system", "name": "example_user", "content": "Is it late?"},
+        {"role": "system", "name": "example_assistant", "content": "Eva: Very."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "name": "Bo", "content": "Hello."},
+        {"role": "user", "name": "Ann", "content": "Ann: again"},
+    ]))
+    body = anthropic_fake.last_body
+    # examples are leading system messages: in the system text, with the names in front
+    # (never twice)
+    assert body["system"] == "Main.\n\n[Example Chat]\n\nAnn: Is it late?\n\nEva: Very."
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Bo: Hello."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Ann: again"}]},
+    ]
+
+
+async def test_anthropic_empty_texts_and_a_system_only_prompt(
+    anthropic_fake: FakeUpstream, http_client: httpx.AsyncClient
+) -> None:
+    provider = make_provider(anthropic_fake.connection(), client=http_client)
+    anthropic_fake.script.reply("ok")
+    await provider.complete(chat_request(messages=[
+        {"role": "system", "content": "Main."}, {"role": "user", "content": ""},
+        {"role": "assistant", "content": ""}, {"role": "user", "content": "go"}]))
+    # an empty text is a zero-width space (the API refuses empty blocks), not dropped
+    assert [m["content"] for m in anthropic_fake.last_body["messages"]] == [
+        [{"type": "text", "text": "\u200b"}], [{"type": "text", "text": "\u200b"}],
+        [{"type": "text", "text": "go"}]]
+    # only system messages: SillyTavern's placeholder user turn, not an empty list
+    anthropic_fake.script.reply("ok")
+    await provider.complete(chat_request(messages=[{"role": "system", "content": "Main."}]))
+    assert anthropic_fake.last_body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "Let's get started. Please generate your response based on "
+                                 "the information and instructions provided above."}]}]
+    # a conversation opening with the greeting gets it too, and the text is a param
+    anthropic_fake.script.reply("ok")
+    provider = make_provider(anthropic_fake.connection(params={
+        "human_sysprompt_message": "[Start]"}), client=http_client)
+    await provider.complete(chat_request(messages=[
+        {"role": "system", "content": "Main."}, {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "hi"}]))
+    assert anthropic_fake.last_body["messages"][0] == {
+        "role": "user", "content": [{"type": "text", "text": "[Start]"}]}

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evacore.errors import InvalidInput
-from evacore.render.postprocess import MODES, postprocess_prompt
+from evacore.render.postprocess import MODES, is_known_mode, postprocess_prompt
 
 P = "P"
 NAMES = {"char_name": "Ann", "user_name": "Bob", "placeholder": P}
@@ -93,11 +92,11 @@ def test_r4_none_passes_messages_through_as_an_equal_copy() -> None:
     assert run(chat, "") == chat
 
 
-def test_r4_unknown_mode_is_rejected_with_the_valid_modes() -> None:
-    with pytest.raises(InvalidInput) as info:
-        run([user("x")], "squash")
-    for mode in MODES:
-        assert mode in info.value.message
+def test_r4_unknown_mode_passes_the_messages_through_as_sillytavern_does() -> None:
+    chat = [sys("s"), user("x"), user("y")]
+    out = run(chat, "squash")
+    assert out == chat and out is not chat
+    assert not is_known_mode("squash") and all(is_known_mode(m) for m in MODES)
 
 
 def test_r4_claude_is_the_deprecated_alias_of_merge() -> None:

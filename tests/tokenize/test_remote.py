@@ -92,3 +92,43 @@ def test_r2_6_get_profile_remote_is_shared_per_backend() -> None:
     first = get_profile("remote", base_url="http://127.0.0.1:9/v1", model="x")
     second = get_profile("remote", base_url="http://127.0.0.1:9/", model="x")
     assert first is second and first.name == "remote:http://127.0.0.1:9#x"
+
+
+async def test_the_sync_count_never_keeps_an_estimate_under_the_remote_profile(
+    loopback_server: Start,
+) -> None:
+    from evacore.tokenize import CountCache, cached_count, cached_count_async
+
+    seen: list[dict] = []
+    url = loopback_server(_app("llamacpp", seen))
+    async with httpx.AsyncClient() as client:
+        profile = RemoteProfile(url, http_client=client)
+        cache = CountCache()
+        text = "one two three four five six seven"
+        assert cached_count(cache, profile, text) == heuristic_estimate(text)  # an estimate
+        assert await cached_count_async(cache, profile, text) == 7  # the backend is asked
+        assert len(seen) == 1
+        assert cached_count(cache, profile, text) == 7  # now the exact count
+
+
+async def test_a_remote_tokenizer_counts_a_tour_through_the_backend(
+    loopback_server: Start, client: httpx.AsyncClient,
+) -> None:
+    seen: list[dict] = []
+    url = loopback_server(_app("llamacpp", seen))
+    r = await client.post("/v1/connections", json={
+        "name": "remote", "kind": "mock", "base_url": url, "tokenizer": "remote"})
+    assert r.status_code == 201, r.text
+    chat = (await client.post("/v1/chats", json={"connection_id": r.json()["id"]})).json()
+    r = await client.post(f"/v1/chats/{chat['id']}/generate",
+                          json={"message": {"content": "alpha beta gamma"}, "stream": False})
+    assert r.status_code == 200, r.text
+    tokens = (await client.get(f"/v1/tours/{r.json()['tour_id']}")).json()["diagnostics"][
+        "tokens"]
+    assert tokens["profile"].startswith("remote:")
+    asked = [b["content"] for b in seen]
+    assert "alpha beta gamma" in asked  # the input was counted by the backend
+    # every element was counted by the backend (the fake counts words), plus 3 per element
+    # (empty ones too) and 3 for the reply priming: no heuristic estimate is in the total
+    assert tokens["prompt"] == (sum(len(a.split()) for a in set(asked))
+                                + 3 * tokens["elements"] + 3)

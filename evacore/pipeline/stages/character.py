@@ -13,6 +13,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from evacore.domain.images import image_part
+from evacore.pipeline.chat_shape import (
+    KEY_AUTHORS_NOTE,
+    KEY_CHARACTER_NOTE,
+    example_elements,
+    insert_injection,
+    setting,
+    with_last_chat_message,
+)
 from evacore.prompt.elements import Element
 from evacore.render.tool_results import DEFAULT_MAX_CHARS, prompt_result
 from evacore.store import chats as chat_store
@@ -38,6 +46,8 @@ DEFAULT_ORDER = (
 _START = re.compile(r"<START>", re.IGNORECASE)
 # History is read until its characters clearly exceed the budget (heuristic chars/token).
 _CHARS_PER_TOKEN_CEILING = 6.0
+TEXT_KINDS = ("openai-text", "kobold")
+"""Connections that get one rendered text prompt (stage 9) rather than messages."""
 UNANSWERED = "error: no result; the tour ended before this call finished"
 """The prompt text of a stored call without a stored result (never stored itself)."""
 
@@ -71,8 +81,7 @@ class Character:
         conn = tour.data["connection"]
         params = conn["params"]
         order = chat_settings.get("prompt_order") or params.get("prompt_order") or DEFAULT_ORDER
-        default_main = chat_settings.get("system_prompt") or params.get("system_prompt") or DEFAULT_MAIN
-        default_post = chat_settings.get("post_history") or params.get("post_history") or ""
+        default_main, default_post = prompt_defaults(tour)
         main = card.get("system_prompt") or ""
         main = with_original(main, default_main) if main else default_main
         post = card.get("post_history_instructions") or ""
@@ -80,6 +89,11 @@ class Character:
         if tour.mode == "impersonate":
             post = (post + "\n" if post else "") + (params.get("impersonate_prompt") or IMPERSONATE_PROMPT)
         p = tour.prompt
+        chat_mode = conn["kind"] not in TEXT_KINDS
+        # SillyTavern's chat-completion continue: without `continue_prefill` the message
+        # stays in the history and a nudge after it asks for the continuation
+        nudge = chat_mode and not params.get("continue_prefill")
+        tour.data["continue_nudge"] = nudge and tour.mode == "continue"
         for key in order:
             if key == "main":
                 p.append(_el("main", "system", expand(main), "card.system_prompt"
@@ -92,20 +106,70 @@ class Character:
                 value = card.get(key) or ""
                 if key == "scenario" and chat_settings.get("scenario"):
                     value = chat_settings["scenario"]
-                p.append(_el(f"card.{key}", "system", expand(value), f"card.{key}", "card"))
+                text = expand(value)
+                raw = text
+                if key != "description" and chat_mode:
+                    # chat completion wraps them in `personality_format` / `scenario_format`
+                    fmt = setting(params, f"{key}_format")
+                    text = expand(fmt) if value and fmt else ""
+                el = _el(f"card.{key}", "system", text, f"card.{key}", "card")
+                el.meta["raw"] = raw
+                p.append(el)
             elif key == "examples":
+                header = expand(setting(params, "new_example_chat_prompt"))
+                user, char = tour.data["persona"]["name"], card.get("name") or "Assistant"
                 for i, block in enumerate(split_examples(card.get("mes_example") or "")):
-                    p.append(_el(f"examples:{i}", "system", expand(block), "card.mes_example",
-                                 "examples", priority=i))
+                    # later blocks go first when the budget is short (SillyTavern adds them
+                    # in order while they fit)
+                    text = expand(block)
+                    group = example_elements(f"examples:{i}", text, header=header, user=user,
+                                             char=char, source="card.mes_example", priority=-i)
+                    if not group:  # no speaker lines: the block as written, one element
+                        group = [_el(f"examples:{i}", "system", text, "card.mes_example",
+                                     "examples", priority=-i)]
+                        group[0].meta["block"] = text
+                    for el in group:
+                        p.append(el)
             elif key == "history":
                 await self._history(core, tour)
-            elif key == "post_history":
+                self._new_chat(tour, expand(setting(params, "new_chat_prompt"))
+                               if chat_mode else "")
+                if tour.mode == "continue" and nudge:
+                    text = with_last_chat_message(setting(params, "continue_nudge_prompt"),
+                                                  tour.data.get("continue_text", ""))
+                    p.append(_el("continue_nudge", "system", expand(text),
+                                 "connection.continue_nudge_prompt", "other"))
+            elif key == "post_history" and post.strip():
+                # none at all when there are no instructions: the input stays last
                 p.append(_el("post_history", "system", expand(post),
                              "card.post_history_instructions", "post_history", protected=True))
             elif key in ("wi_before", "wi_after"):
                 tour.data.setdefault("anchors", []).append(key)
         self._authors_note(tour)
+        self._character_note(tour)
         self._client_system(tour)
+
+    def _new_chat(self, tour: Tour, text: str) -> None:
+        """SillyTavern's new-chat line (`[Start a new Chat]`) at the start of the history."""
+        if not text.strip():
+            return
+        el = _el("new_chat", "system", text, "connection.new_chat_prompt", "other")
+        first = next((i for i, e in enumerate(tour.prompt) if e.kind in ("history", "input")),
+                     None)
+        if first is None:
+            tour.prompt.append(el)
+        else:
+            tour.prompt.insert(first, el)
+
+    def _character_note(self, tour: Tour) -> None:
+        """The card's Character's Note, in the chat at its depth with its role (SillyTavern's
+        `DEPTH_PROMPT` extension prompt), every turn."""
+        text, depth, role = character_note(tour.data["character"])
+        text = tour.data["expand"](text).strip() if text.strip() else ""
+        if not text or "history" not in _order_of(tour):
+            return
+        el = _el("character_note", role, text, "card.extensions.depth_prompt", "card")
+        insert_injection(tour.prompt, el, depth, key=KEY_CHARACTER_NOTE)
 
     def _client_system(self, tour: Tour) -> None:
         """A channel's client system texts (the facade's system/developer messages), as
@@ -125,8 +189,9 @@ class Character:
         complete = tour.data["history_complete"]
         conn = tour.data["connection"]
         budget_chars = conn["context_size"] * _CHARS_PER_TOKEN_CEILING
-        skip = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate",
-                                                                     "continue") else None
+        target = tour.data.get("target_message_id")
+        skip = target if tour.mode in ("swipe", "regenerate") or (
+            tour.mode == "continue" and not tour.data.get("continue_nudge")) else None
         newest_first: list[HistoryMessage] = []
         total = 0.0
         while True:
@@ -150,10 +215,10 @@ class Character:
             complete = len(batch) < 500
         tour.data["history_reached_start"] = complete and total <= budget_chars
         tour.data["history_loaded"] = len(newest_first)
-        if tour.mode == "continue" and skip:
+        if tour.mode == "continue" and target:
             tour.data["continue_text"] = next(
-                (m.content for m in batch if m.id == skip), ""
-            ) or await self._content_of(core, tour, skip)
+                (m.content for m in batch if m.id == target), ""
+            ) or await self._content_of(core, tour, target)
         expand = tour.data["expand"]
         user_message_id = tour.data.get("user_message_id")
         p = tour.prompt
@@ -187,7 +252,35 @@ class Character:
         elif position == "bottom" and "main" in tour.prompt:
             tour.prompt.insert_after("main", el)
         else:
-            tour.prompt.insert_at_depth(int(note.get("depth", 4)), el)
+            insert_injection(tour.prompt, el, int(note.get("depth", 4)), key=KEY_AUTHORS_NOTE)
+
+
+def prompt_defaults(tour: Tour) -> tuple[str, str]:
+    """The default main prompt and post-history instructions (a card's own still win): the
+    chat's, else the connection's params, else its system-prompt preset's (SillyTavern's
+    `sysprompt` `content` / `post_history`), else SillyTavern's default main prompt."""
+    settings, params = tour.data["chat"]["settings"], tour.data["connection"]["params"]
+    preset = tour.data.get("sysprompt")
+    main = settings.get("system_prompt") or params.get("system_prompt") or (
+        preset.content if preset is not None else "") or DEFAULT_MAIN
+    post = settings.get("post_history") or params.get("post_history") or (
+        preset.post_history if preset is not None else "") or ""
+    return main, post
+
+
+def character_note(card: dict[str, Any]) -> tuple[str, int, str]:
+    """The card's Character's Note (`extensions.depth_prompt`): text, depth (4 when not a
+    whole number from 0) and role (`system` unless `user` or `assistant`)."""
+    ext = card.get("extensions") if isinstance(card.get("extensions"), dict) else {}
+    note = ext.get("depth_prompt") if isinstance(ext.get("depth_prompt"), dict) else {}
+    text = note.get("prompt") if isinstance(note.get("prompt"), str) else ""
+    depth = note.get("depth", 4)
+    if isinstance(depth, str) and depth.strip().isdigit():
+        depth = int(depth)
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        depth = 4
+    role = note.get("role") if note.get("role") in ("system", "user", "assistant") else "system"
+    return text, depth, role
 
 
 def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -> list[Element]:
@@ -236,6 +329,11 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
                            source=f"history:{m.id}", kind="history", group=group,
                            meta={"position": m.position, "speaker": m.name}))
     return out
+
+
+def _order_of(tour: Tour) -> Any:
+    settings, params = tour.data["chat"]["settings"], tour.data["connection"]["params"]
+    return settings.get("prompt_order") or params.get("prompt_order") or DEFAULT_ORDER
 
 
 def _with_text(content: Any, text: str) -> Any:

@@ -7,9 +7,11 @@ prompt's prefix byte-identical for several turns so providers' prompt caches kee
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
-from evacore.pipeline.stages.token_count import count_prompt, frame_of
+from evacore.pipeline.stages.token_count import count_elements, frame_of
 from evacore.shift import FitAnchor, FitItem, fit
 
 if TYPE_CHECKING:
@@ -24,9 +26,12 @@ def budget_of(tour: Tour) -> int:
     return int(conn["context_size"]) - int(conn["max_tokens"])
 
 
-def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[str, Any]]:
-    """Fit the prompt; removes what must go (recorded) and returns what was removed."""
-    count_prompt(core, tour)
+async def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget"
+                     ) -> list[dict[str, Any]]:
+    """Fit the prompt; removes what must go (recorded) and returns what was removed.
+    Elements without a count are counted first through the profile's async path (a
+    remote tokenizer is asked, not estimated)."""
+    await count_elements(core, tour)
     state = tour.data["chat"]["state"]
     anchor = FitAnchor.from_dict(state.get("fit_anchor"))
     items = []
@@ -34,6 +39,8 @@ def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[s
         kind = el.kind if el.kind in _REMOVABLE or el.protected else "other"
         if el.kind == "input":
             kind = "input"
+        elif not el.protected and el.source.startswith("plugin:"):
+            kind = "plugin"  # what a plugin added goes after examples, lowest priority first
         position = el.meta.get("position") if el.kind in ("history", "input") else None
         items.append(FitItem(
             id=el.id, tokens=int(el.tokens or 0), kind=kind, protected=el.protected,
@@ -51,9 +58,36 @@ def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget") -> list[dict[s
             tour.prompt.remove(r.id, reason=f"{reason}: {r.reason}")
         removed.append({"id": r.id, "kind": r.kind, "tokens": r.tokens, "reason": r.reason})
     state["fit_anchor"] = result.anchor.to_dict()
+    kept = [int(el.meta["position"]) for el in tour.prompt
+            if el.kind in ("history", "input") and el.meta.get("position") is not None]
+    # `{{firstIncludedMessageId}}` of the next tour (SillyTavern reads the previous
+    # generation's context boundary too)
+    state["first_included_message_id"] = min(kept) if kept else None
     tour.diagnostics.setdefault("tokens", {}).update(
         budget=budget_of(tour), fitted=result.total_tokens)
     return removed
+
+
+def track_prefix(tour: Tour) -> dict[str, Any]:
+    """How many turns the prompt's prefix has survived (R2.7): the prefix is everything up
+    to and including the first history message kept, compared with the previous tour's.
+    Returns `{"turns": n, "changed": bool, "previous_turns": m}` (`turns` counts this tour;
+    `previous_turns` is how long the prefix just replaced lasted)."""
+    state = tour.data["chat"]["state"]
+    before = tour.data.setdefault("prefix_before", dict(state.get("prefix") or {}))
+    parts = []
+    for el in tour.prompt:
+        parts.append([el.id, el.role, el.text])
+        if el.kind in ("history", "input"):
+            break
+    digest = hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()[:32]
+    same = before.get("digest") == digest
+    turns = int(before.get("turns") or 0) + 1 if same else 1
+    state["prefix"] = {"digest": digest, "turns": turns}
+    out: dict[str, Any] = {"turns": turns, "changed": not same and bool(before)}
+    if out["changed"]:
+        out["previous_turns"] = int(before.get("turns") or 0)
+    return out
 
 
 class ContextShift:
@@ -61,8 +95,9 @@ class ContextShift:
     name = "context_shift"
 
     async def run(self, core: Core, tour: Tour) -> None:
-        removed = fit_prompt(core, tour)
+        removed = await fit_prompt(core, tour)
         shift = tour.diagnostics.setdefault("shift", {})
         shift["removed"] = removed
         shift["history_loaded"] = tour.data.get("history_loaded")
         shift["history_reached_start"] = tour.data.get("history_reached_start")
+        shift["prefix"] = track_prefix(tour)

@@ -17,9 +17,12 @@ from evacore.errors import Aborted
 from evacore.logs import get_logger
 from evacore.lore import CharacterInfo, Position, ScanMessage, TimedState, place, scan
 from evacore.lore.records import Activation
+from evacore.pipeline.chat_shape import KEY_LORE, example_elements, insert_injection, setting
 from evacore.pipeline.stages.character import (
     DEFAULT_ORDER,
     IMPERSONATE_PROMPT,
+    character_note,
+    prompt_defaults,
     with_original,
 )
 from evacore.pipeline.stages.token_count import count_text
@@ -135,11 +138,18 @@ def _character(tour: Tour) -> CharacterInfo:
 
 
 def _extra_haystack(tour: Tour) -> dict[str, str]:
-    """The author's note joins the scan when its `scan` flag is on (SillyTavern's option)."""
+    """The author's note (and the Character's Note) join the scan when the note's `scan` flag
+    is on (SillyTavern's option)."""
     note = tour.data["chat"]["settings"].get("authors_note") or {}
-    if isinstance(note, dict) and note.get("scan") and isinstance(note.get("text"), str):
-        return {"author's note": tour.data["expand"](note["text"])}
-    return {}
+    out: dict[str, str] = {}
+    if isinstance(note, dict) and note.get("scan"):
+        if isinstance(note.get("text"), str):
+            out["author's note"] = tour.data["expand"](note["text"])
+        # SillyTavern's Character's Note follows the author's note's scan switch
+        text = character_note(tour.data["character"])[0]
+        if text.strip():
+            out["character's note"] = tour.data["expand"](text)
+    return out
 
 
 class _Placer:
@@ -160,13 +170,14 @@ class _Placer:
         for act in activations:
             by_pos.setdefault(act.position, []).append(act)
         for pos, key in ((Position.BEFORE_CHAR, "wi_before"), (Position.AFTER_CHAR, "wi_after")):
-            self._at(self._slot(key), by_pos.get(pos, []), "system", "lore")
+            # one message per slot when sent (SillyTavern joins them with `\n`)
+            self._at(self._slot(key), by_pos.get(pos, []), "system", "lore", join=key)
         self._authors_note(by_pos.get(Position.AN_TOP, []), by_pos.get(Position.AN_BOTTOM, []))
         self._examples(by_pos.get(Position.EM_TOP, []), by_pos.get(Position.EM_BOTTOM, []))
         for insert in place(by_pos.get(Position.AT_DEPTH, [])).at_depth:
             for act in insert.activations:
                 el = self._element(act, insert.role.value, "lore")
-                self.prompt.insert_at_depth(insert.depth, el)
+                insert_injection(self.prompt, el, insert.depth, key=KEY_LORE)
                 self._record(el, act, depth=insert.depth)
         for pos, acts in by_pos.items():
             if not isinstance(pos, Position):
@@ -199,12 +210,38 @@ class _Placer:
             return []
         return [i for i, el in enumerate(self.prompt) if test(el)]
 
-    def _at(self, index: int, acts: Iterable[Activation], role: str, kind: str) -> int:
+    def _at(self, index: int, acts: Iterable[Activation], role: str, kind: str, *,
+            join: str | None = None) -> int:
         for act in acts:
             el = self._element(act, role, kind)
+            if join is not None:
+                el.meta["join"] = join
             self.prompt.insert(index, el)
             self._record(el, act)
             index += 1
+        return index
+
+    def _example_blocks(self, index: int, acts: Iterable[Activation]) -> int:
+        """Example entries become example blocks like the card's (header and named turns);
+        in text mode the header's raw block is used."""
+        tour = self.tour
+        header = tour.data["expand"](setting(tour.data["connection"]["params"],
+                                             "new_example_chat_prompt"))
+        user = tour.data["persona"]["name"]
+        char = tour.data["character"].get("name") or "Assistant"
+        for act in acts:
+            base = self._element(act, "system", "examples")
+            group = example_elements(base.id, act.content, header=header, user=user,
+                                     char=char, source=base.source, priority=base.priority,
+                                     meta=base.meta)
+            if not group:  # no turns: the raw text stays one block (text mode reads it)
+                base.meta["block"] = act.content
+                group = [base]
+            for el in group:
+                el.protected = base.protected
+                self.prompt.insert(index, el)
+                index += 1
+            self._record(group[0], act)
         return index
 
     def _authors_note(self, top: list[Activation], bottom: list[Activation]) -> None:
@@ -212,17 +249,23 @@ class _Placer:
         if note is None:
             self._skip(top + bottom, "no author's note in this prompt")
             return
-        self._at(self.prompt.index("authors_note"), top, note.role, "lore")
-        self._at(self.prompt.index("authors_note") + 1, bottom, note.role, "lore")
+        # SillyTavern sends top + note + bottom as one message (joined by `\n`)
+        join = note.meta.setdefault("join", "authors_note")
+        first = self._at(self.prompt.index("authors_note"), top, note.role, "lore", join=join)
+        self._at(self.prompt.index("authors_note") + 1, bottom, note.role, "lore", join=join)
+        if "inject" in note.meta:
+            for el in self.prompt.elements[first - len(top):self.prompt.index("authors_note")
+                                           + len(bottom) + 1]:
+                el.meta["inject"] = note.meta["inject"]
 
     def _examples(self, top: list[Activation], bottom: list[Activation]) -> None:
         if not top and not bottom:
             return
         found = self._indexes("examples")
         start = found[0] if found else self._slot("examples")
-        end = self._at(start, top, "system", "examples")
+        end = self._example_blocks(start, top)
         found = self._indexes("examples")
-        self._at(found[-1] + 1 if found else end, bottom, "system", "examples")
+        self._example_blocks(found[-1] + 1 if found else end, bottom)
 
     # -- elements --------------------------------------------------------------------------
 
@@ -267,7 +310,7 @@ def _templates(tour: Tour) -> dict[str, str]:
     note = chat_settings.get("authors_note") or {}
     if isinstance(note, dict) and isinstance(note.get("text"), str):
         out["authors_note"] = note["text"].strip()
-    default_post = chat_settings.get("post_history") or params.get("post_history") or ""
+    default_post = prompt_defaults(tour)[1]
     post = card.get("post_history_instructions") or ""
     post = with_original(post, default_post) if post else default_post
     if tour.mode == "impersonate":

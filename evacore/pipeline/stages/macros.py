@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evacore.domain.ids import utcnow
+from evacore.errors import EvacoreError
 from evacore.macros import MacroEnv
+from evacore.pipeline.stages.character import (
+    TEXT_KINDS,
+    character_note,
+    prompt_defaults,
+    split_examples,
+)
 from evacore.store import chats as chat_store
 from evacore.store.settings import get_setting
 
@@ -34,9 +41,21 @@ class Macros:
         persona = tour.data["persona"]
         chat = tour.data["chat"]
         conn = tour.data["connection"]
-        visible = [m for m in batch if not m.hidden]
+        shown = [m for m in batch if not m.hidden]
+        # a message being swiped or regenerated is not part of the chat macros read
+        leaving = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate") \
+            else None
+        visible = [m for m in shown if m.id != leaving]
         last_user = next((m for m in visible if m.role == "user"), None)
         last_char = next((m for m in visible if m.role == "assistant"), None)
+        swipes = await _swipe_ids(core, tour, shown[0] if shown else None, leaving)
+        if conn["kind"] in TEXT_KINDS:
+            from evacore.pipeline.stages.instruct import load_sysprompt
+
+            # SillyTavern's system-prompt presets belong to text completion (instruct mode)
+            tour.data["sysprompt"] = await load_sysprompt(core, conn)
+        default_main = prompt_defaults(tour)[0]
+        instruct = await _instruct_values(core, conn)
         env = MacroEnv(
             user=persona["name"],
             char=card.get("name") or "Assistant",
@@ -45,8 +64,15 @@ class Macros:
             scenario=(chat["settings"].get("scenario") or card.get("scenario") or ""),
             persona=persona["description"] or "",
             mes_examples_raw=card.get("mes_example") or "",
-            system_prompt=card.get("system_prompt") or "",
+            mes_examples=examples_text(card.get("mes_example") or ""),
+            system_prompt=card.get("system_prompt") or default_main,
+            default_system_prompt=default_main,
+            # the card's own prompt and instructions always win here (SillyTavern's
+            # "prefer character prompt / instructions" on)
+            char_prompt=card.get("system_prompt") or "",
+            char_instruction=card.get("post_history_instructions") or "",
             char_version=str(card.get("character_version") or ""),
+            char_depth_prompt=character_note(card)[0],
             creator_notes=card.get("creator_notes") or "",
             greetings=[card.get("first_mes") or "", *(card.get("alternate_greetings") or [])],
             model=conn.get("model") or "",
@@ -55,6 +81,10 @@ class Macros:
             last_user_message=last_user.content if last_user else "",
             last_char_message=last_char.content if last_char else "",
             last_message_id=visible[0].position if visible else None,
+            first_included_message_id=chat.get("state", {}).get("first_included_message_id"),
+            last_swipe_id=swipes[0],
+            current_swipe_id=swipes[1],
+            instruct=instruct,
             input=tour.input_text,
             idle_since=_idle_since(visible),
             max_context=conn["context_size"],
@@ -77,6 +107,44 @@ class Macros:
             # run its `{{setvar}}`/`{{incvar}}`/`{{random}}` again when it replays history.
             async with core.session() as s:
                 await chat_store.store_resolved_text(s, message_id, tour.data["input_expanded"])
+
+
+def examples_text(raw: str) -> str:
+    """`{{mesExamples}}`: the card's example blocks, each headed `<START>` (the
+    chat-completion form; a macro inside is expanded when inserted)."""
+    return "".join(f"<START>\n{block}\n" for block in split_examples(raw))
+
+
+async def _swipe_ids(core: Core, tour: Tour, last: Any, leaving: str | None
+                     ) -> tuple[int | None, int | None]:
+    """`{{lastSwipeId}}` (the last message's variant count) and `{{currentSwipeId}}` (the
+    1-based active one); a swipe being made counts as the next, pending variant."""
+    if last is None:
+        return None, None
+    async with core.session() as s:
+        variants = (await chat_store.variants_of(s, [last.id])).get(last.id, [])
+    count = len(variants) or 1
+    if tour.mode == "swipe" and last.id == leaving:
+        return count, count + 1
+    ids = [v.id for v in variants]
+    current = ids.index(last.variant_id) + 1 if last.variant_id in ids else count
+    return count, current
+
+
+async def _instruct_values(core: Core, conn: dict[str, Any]) -> dict[str, str]:
+    """The instruct and context template fields the template macros read, for a text-mode
+    connection (empty in chat mode, as SillyTavern's are with instruct off)."""
+    if conn["kind"] not in TEXT_KINDS:
+        return {}
+    from evacore.pipeline.stages.instruct import resolve_templates
+
+    try:
+        instruct, context = await resolve_templates(core, conn)
+    except EvacoreError:
+        return {}  # stage 9 reports an unknown preset
+    out = {k: v for k, v in instruct.model_dump().items() if isinstance(v, str)}
+    out.update(chat_start=context.chat_start, example_separator=context.example_separator)
+    return out
 
 
 def _idle_since(visible: list[Any]) -> Any:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from evacore.domain.connection_params import bounded_max_tokens
 from evacore.providers.base import ProviderRequest
-from evacore.render.postprocess import postprocess_prompt
+from evacore.render.postprocess import is_known_mode, postprocess_prompt
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -64,8 +64,10 @@ class Serialize:
 
     async def run(self, core: Core, tour: Tour) -> None:
         conn = tour.data["connection"]
-        step_prefill = tour.data.get("prefill", "") if len(tour.steps) == 0 or tour.data.get(
-            "retrying") else ""
+        first = len(tour.steps) == 0 or tour.data.get("retrying")
+        # what the provider gets: the stored prefix, unless only part of it is sent
+        step_prefill = tour.data.get("prefill_request", tour.data.get("prefill", "")) \
+            if first else ""
         render = tour.data.get("render_text")
         request = ProviderRequest(
             tools=tour.data.get("tool_schemas") or [],
@@ -74,6 +76,8 @@ class Serialize:
             stop=request_stops(tour),
             prefill=step_prefill,
             model=conn.get("model") or "",
+            char_name=tour.data["character"].get("name") or "Assistant",
+            user_name=tour.data["persona"]["name"],
         )
         if render is not None:
             request.prompt, stop = render(tour.data["prompt_copy"], step_prefill)
@@ -82,8 +86,12 @@ class Serialize:
         else:
             messages = tour.data["prompt_copy"]
             post = tour.data.get("postprocess") or {}
-            if post.get("mode", "none") != "none":
-                messages = postprocess_prompt(messages, post["mode"], char_name=post["char_name"],
+            mode = post.get("mode", "none")
+            if mode != "none" and not is_known_mode(mode):
+                # SillyTavern passes the messages through for a mode it does not know
+                tour.diagnostics["postprocess"] = {"mode": mode, "unknown": True}
+            elif mode != "none":
+                messages = postprocess_prompt(messages, mode, char_name=post["char_name"],
                                               user_name=post["user_name"])
             request.messages = messages
         if not request.tools:

@@ -109,18 +109,40 @@ async def text_frame(core: Core, tour: Tour) -> Frame:
     user = tour.data["persona"]["name"]
     names = i.names_behavior == "always"
 
+    profile = profile_for(core, tour)
+    counted: dict[str, int] = {}
+
+    async def ask(text: str) -> None:
+        if text and text not in counted:
+            counted[text] = await cached_count_async(core.count_cache, profile, text)
+
     def count(text: str) -> int:
-        return count_text(core, tour, text) if text else 0
+        return counted.get(text, 0) if text else 0
+
+    def turn_text(sequences: tuple[str, ...], suffix: str, name: str) -> str:
+        named = f"{name}: " if names and name else ""
+        return max(sequences, key=len) + "\n" + named + (suffix or "\n")
 
     def turn(sequences: tuple[str, ...], suffix: str, name: str) -> int:
-        named = f"{name}: " if names and name else ""
-        return count(max(sequences, key=len) + "\n" + named + (suffix or "\n")) + 1
+        return count(turn_text(sequences, suffix, name)) + 1
 
     same = i.system_same_as_user or not i.system_sequence
     story = render_story_string(
         context, {key: "x" for key in _STORY_FIELDS} | {"char": char, "user": user},
         instruct=instruct)
     generation = max((i.output_sequence, i.last_output_sequence), key=len)
+    # every piece counted through the profile's async path (a remote tokenizer is asked)
+    for text in (turn_text((i.input_sequence, i.first_input_sequence, i.last_input_sequence),
+                           i.input_suffix, user),
+                 turn_text((i.output_sequence, i.first_output_sequence,
+                            i.last_output_sequence), i.output_suffix, char),
+                 turn_text((i.input_sequence,), i.input_suffix, ""),
+                 turn_text((i.system_sequence, i.last_system_sequence), i.system_suffix, ""),
+                 turn_text((i.output_sequence,), i.output_suffix, ""),
+                 context.example_separator, story, i.story_string_prefix,
+                 i.story_string_suffix, context.chat_start,
+                 generation + "\n" + (f"{char}:" if names else "")):
+        await ask(text)
     return Frame(
         user=turn((i.input_sequence, i.first_input_sequence, i.last_input_sequence),
                   i.input_suffix, user),
@@ -162,18 +184,6 @@ async def count_elements(core: Core, tour: Tour) -> int:
         if el.tokens is None:
             text, extra = _parts(el, frame)
             el.tokens = await cached_count_async(cache, profile, text) + extra
-        total += el.tokens
-    return total
-
-
-def count_prompt(core: Core, tour: Tour) -> int:
-    """Sync recount for code that cannot await (counts missing elements from the cache)."""
-    cache, profile, frame = core.count_cache, profile_for(core, tour), frame_of(tour)
-    total = frame.fixed
-    for el in tour.prompt:
-        if el.tokens is None:
-            text, extra = _parts(el, frame)
-            el.tokens = cached_count(cache, profile, text) + extra
         total += el.tokens
     return total
 

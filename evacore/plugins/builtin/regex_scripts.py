@@ -230,7 +230,9 @@ def _depths(messages: list[dict[str, Any]]) -> list[int | None]:
 
 @plugin.interceptor(priority=10, capabilities=["prompt:write"], timeout=2.0)
 async def prompt_scripts(ctx: InterceptorContext) -> None:
-    """Apply prompt-side scripts to the prompt copy (elements the host lets plugins edit)."""
+    """Apply prompt-side scripts to the prompt copy: unprotected elements and the protected
+    ones the host lists for scripts (the current input), as SillyTavern's prompt scripts
+    leave the system prompt alone."""
     settings: RegexScriptsSettings = ctx.settings
     scripts = [s for s in _active(settings, ctx.chat_id)
                if "prompt" in s.placement or s.prompt_only or "user_input" in s.placement]
@@ -241,7 +243,7 @@ async def prompt_scripts(ctx: InterceptorContext) -> None:
     for n, (m, depth) in enumerate(zip(messages, _depths(messages)), 1):
         if n % 32 == 0:
             await asyncio.sleep(0)  # long prompts: let other tours run in between
-        if not ctx.may_edit(m):
+        if m.get("protected") and m.get("id") not in ctx.script_editable:
             continue
         chosen = _scripts_for(m, depth, scripts)
         if not chosen:

@@ -17,7 +17,7 @@ from evacore.domain.connection_params import ConnectionParamsField
 from evacore.domain.json_values import JsonObject
 from evacore.errors import InvalidInput
 from evacore.providers.mock import parse_script
-from evacore.render import InstructTemplate
+from evacore.render import InstructTemplate, render_chat_template
 from evacore.server.auth import AnyUser, Master
 from evacore.server.deps import SessionDep
 from evacore.store import connections as repo
@@ -86,7 +86,8 @@ def _check(kind: str, base_url: str | None, context_size: int, max_tokens: int,
 
 
 def _instruct(value: Any) -> dict[str, Any] | None:
-    """`instruct` as stored: `{"preset": name or id, "context": name or id}` or an inline
+    """`instruct` as stored: `{"preset", "context", "sysprompt": name or id, "chat_template",
+    "bos_token", "eos_token"}` or an inline
     SillyTavern instruct template (it must read as one: 422 names the field otherwise)."""
     if value is None:
         return None
@@ -94,9 +95,17 @@ def _instruct(value: Any) -> dict[str, Any] | None:
         return {"preset": value}
     if "input_sequence" in value:
         InstructTemplate.from_st(value)
-    for key in ("preset", "context"):
+    for key in ("preset", "context", "sysprompt"):
         if value.get(key) is not None and not isinstance(value[key], str):
             raise InvalidInput(f"instruct.{key} must be the name or id of a preset")
+    for key in ("chat_template", "bos_token", "eos_token"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise InvalidInput(f"instruct.{key} must be a string")
+    if value.get("chat_template"):
+        # a template that cannot render one user message is refused here, not mid-tour
+        render_chat_template(value["chat_template"], [{"role": "user", "content": "hi"}],
+                             bos_token=value.get("bos_token") or "",
+                             eos_token=value.get("eos_token") or "")
     return value
 
 
