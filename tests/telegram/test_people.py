@@ -3,12 +3,14 @@ which chat (`/new`), and in groups only when the bot is mentioned or replied to.
 
 from __future__ import annotations
 
+import json
+
 import pytest
-import structlog.testing
 from sqlalchemy import select
 
 from evacore.channels.telegram.channel import NEW_CHAT_TEXT, TelegramChannel
 from evacore.core import Core
+from evacore.logs import configure_logging
 from evacore.store.tables import Message, TelegramChat, User
 from tests.fakes.telegram import BOT_ID, BOT_USERNAME, FakeBotApi
 from tests.fakes.upstream import FakeUpstream
@@ -152,13 +154,17 @@ async def test_r14_2_in_a_group_the_bot_answers_only_when_mentioned_or_replied_t
 
 @pytest.mark.parametrize("privacy", [True, False])
 async def test_r14_2_the_log_says_what_privacy_mode_means_for_groups(
-    core: Core, upstream: FakeUpstream, privacy: bool
+    core: Core, upstream: FakeUpstream, privacy: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with FakeBotApi(privacy=privacy) as fake, structlog.testing.capture_logs() as logs:
+    configure_logging("json", "INFO")  # the server's own set-up: JSON lines on stderr
+    capsys.readouterr()
+    with FakeBotApi(privacy=privacy) as fake:
         channel = make_channel(core, fake)
         await channel.start()
         await channel.stop()
-    said = [e for e in logs if e.get("event") == "telegram.groups"]
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()
+             if line.startswith("{")]
+    said = [e for e in lines if e.get("event") == "telegram.groups"]
     assert len(said) == 1
     assert said[0]["privacy"] == ("on" if privacy else "off")
     assert ("only commands, mentions of it and replies to it" in said[0]["meaning"]) == privacy

@@ -181,6 +181,9 @@ class Instruct:
                 if text and not text.endswith(" "):
                     text += postfix
                     tour.data["prefill_client"] = postfix + prefill
+                    if not prefill and postfix.isspace():
+                        # a continuation that opens with whitespace itself takes its place
+                        tour.data["continue_postfix"] = postfix
                 if tour.data.get("continue_nudge"):
                     # the text stays in the history; only the new prefill is sent
                     tour.data["prefill_request"] = prefill

@@ -56,6 +56,8 @@ class Streaming:
                         text = await stream_hooks.feed(text)
                     if not text:
                         continue
+                    if not tour.data["partial_tokens"] and tour.data.get("continue_postfix"):
+                        prefix = _drop_postfix(tour, parts, prefix, text)
                     parts.append(text)
                     tour.data["partial_tokens"] = True
                     if not holding:
@@ -102,3 +104,18 @@ class Streaming:
         step.text = "".join(parts)
         if reasoning:
             step.reasoning = "".join(reasoning)  # type: ignore[attr-defined]
+
+
+def _drop_postfix(tour: Tour, parts: list[str], prefix: str, text: str) -> str:
+    """A continued text got SillyTavern's whitespace postfix; a continuation that opens
+    with whitespace of its own replaces it (never two spaces at the seam). Returns the
+    prefix the client still has to get."""
+    postfix = tour.data.pop("continue_postfix")
+    if not text[:1].isspace() or not parts or not parts[0].endswith(postfix):
+        return prefix
+    parts[0] = parts[0][: -len(postfix)]
+    tour.data["prefill"] = parts[0]
+    client = tour.data.get("prefill_client", "")
+    if client.startswith(postfix):
+        tour.data["prefill_client"] = client[len(postfix):]
+    return prefix[len(postfix):] if prefix.startswith(postfix) else prefix
