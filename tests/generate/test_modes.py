@@ -261,3 +261,17 @@ async def test_anthropic_prefill_is_sent_trimmed_and_stored_with_its_whitespace(
     assert _last_turn(anthropic_fake) == {"role": "assistant", "content": [
         {"type": "text", "text": "Certainly,"}]}
     assert first["content"] == "Certainly, once upon a time"
+
+
+async def test_r2_14_a_continuation_opening_with_a_space_takes_the_postfix_place(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    chat, _ = await _chat_with_answer(client, openai_fake, "The story begins.")
+    openai_fake.script.reply(" And then it goes on.")
+    events = await stream(client, chat, None, mode="continue")
+    assert one(events, "message")["content"] == "The story begins. And then it goes on."
+    assert "".join(deltas(events)) == " And then it goes on."
+    openai_fake.script.reply("Then it ends.")  # no space of its own: the postfix stays
+    events = await stream(client, chat, None, mode="continue")
+    assert one(events, "message")["content"] == \
+        "The story begins. And then it goes on. Then it ends."
