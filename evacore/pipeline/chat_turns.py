@@ -13,6 +13,7 @@ Must not: touch the database or know what a tour does while it holds the turn.
 from __future__ import annotations
 
 import asyncio
+
 from evacore.errors import ChatBusy
 
 MAX_WAITING = 16

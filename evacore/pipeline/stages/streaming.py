@@ -118,4 +118,4 @@ def _drop_postfix(tour: Tour, parts: list[str], prefix: str, text: str) -> str:
     client = tour.data.get("prefill_client", "")
     if client.startswith(postfix):
         tour.data["prefill_client"] = client[len(postfix):]
-    return prefix[len(postfix):] if prefix.startswith(postfix) else prefix
+    return prefix.removeprefix(postfix)
