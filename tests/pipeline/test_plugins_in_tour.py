@@ -126,3 +126,63 @@ async def test_r2_1_stage8_budget_reapplied_after_an_inflating_interceptor(plugi
     assert sent[-1]["content"] == "and now?"
     total_chars = sum(len(str(m["content"])) for m in sent)
     assert total_chars / 3.35 < 1000
+
+
+PLUGIN_BOOM = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="boomer", version="1.0")
+
+@plugin.interceptor(priority=5, capabilities=["prompt:write"])
+async def explode(ctx):
+    raise RuntimeError("boomer broke")
+'''
+
+
+def _failures_metric(text: str, plugin: str) -> float:
+    """evacore_plugin_failures_total summed over one plugin's label sets."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("evacore_plugin_failures_total{") and f'plugin="{plugin}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.fixture
+async def boom_client(settings: Settings):
+    from evacore.server.app import create_app
+    from tests.conftest import MASTER_TOKEN
+
+    plugins = settings.data_dir / "plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    (plugins / "boomer.py").write_text(textwrap.dedent(PLUGIN_BOOM))
+    await wipe(settings.db_url)
+    core = await start_core(settings)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(core=core)),
+                                 base_url="http://t", timeout=30,
+                                 headers={"Authorization": f"Bearer {MASTER_TOKEN}"}) as c:
+        yield c
+    await core.aclose()
+
+
+async def test_r8_6_plugin_failures_are_counted_in_stats_and_metrics(boom_client) -> None:
+    """A hook that raises in real tours shows in `GET /v1/stats` (`plugins.failures`, per plugin
+    with its last error) and in the Prometheus counter, one count per failing call."""
+    c = boom_client
+    before = (await c.get("/v1/stats")).json()
+    assert before["plugins"]["failures"] == 0
+    assert before["plugins"]["by_plugin"]["boomer"]["failures"] == 0
+    metric_before = _failures_metric((await c.get("/metrics")).text, "boomer")
+
+    granted = await c.patch("/v1/plugins/boomer", json={"permissions": ["prompt:write"]})
+    assert granted.status_code == 200, granted.text
+    chat = (await c.post("/v1/chats", json={})).json()
+    for text in ("one", "two"):
+        r = await c.post(f"/v1/chats/{chat['id']}/generate",
+                         json={"message": {"content": text}, "stream": False})
+        assert r.status_code == 200, r.text  # a failing hook never fails the tour
+
+    stats = (await c.get("/v1/stats")).json()["plugins"]
+    assert stats["by_plugin"]["boomer"]["failures"] == 2
+    assert "boomer broke" in stats["by_plugin"]["boomer"]["last_error"]
+    assert stats["failures"] == 2  # no other plugin failed
+    assert _failures_metric((await c.get("/metrics")).text, "boomer") - metric_before == 2
