@@ -49,6 +49,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                or not any((FIXTURES / name).iterdir())]
     if missing:
         pytest.exit(f"the shared fixtures are required but {FIXTURES} lacks {missing}", 3)
+    listed = listed_fixtures(FIXTURES)
+    if not listed:
+        pytest.exit(f"the shared fixtures are required but {FIXTURES}/SOURCES.md lists none", 3)
+    gone = [name for name in listed if not (FIXTURES / name).is_file()]
+    if gone:
+        pytest.exit(f"the shared fixtures are required but {FIXTURES} lacks {gone}", 3)
+
+
+def listed_fixtures(folder: Path) -> list[str]:
+    """The fixture files SOURCES.md's table names (its first column, in backticks)."""
+    try:
+        text = (folder / "SOURCES.md").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [line.split("`", 2)[1] for line in text.splitlines() if line.startswith("| `")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
