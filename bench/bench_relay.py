@@ -59,7 +59,7 @@ class Scenario:
 
 FULL = (Scenario("s1", 1, 200, 0, count=30), Scenario("long", 1, 2000, 0, count=4),
         Scenario("paced", 1, 200, 2, count=6),
-        Scenario("s2", 64, 100, 5, seconds=8), Scenario("s3", 256, 100, 5, seconds=8))
+        Scenario("s2", 64, 100, 5, seconds=10), Scenario("s3", 256, 100, 5, seconds=12))
 QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=1),
          Scenario("paced", 1, 50, 2, count=1),
          Scenario("s2", 2, 100, 5, seconds=0.5), Scenario("s3", 6, 100, 5, seconds=0.5))

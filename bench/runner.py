@@ -117,8 +117,9 @@ def judge(target: Any, value: Any) -> bool | None:
 def combine(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Rows of several runs of one module as one row per metric: the median value, its
     spread (min, max) and the number of runs; the note of the run nearest the median; the
-    verdict re-judged on the median (a majority of the runs' verdicts where the target is not
-    simple)."""
+    module's verdict re-judged on the median (an exact target such as `= 0` on every run, the
+    note then from a run that missed it; a majority of the runs' verdicts where the target is
+    not simple)."""
     if len(runs) == 1:
         return [{**r, "spread": r.get("spread"), "runs": r.get("runs") or 1} for r in runs[0]]
     by_metric: dict[str, list[dict[str, Any]]] = {}
@@ -137,10 +138,19 @@ def combine(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         if all(isinstance(n, int) for n in numbers) and median == int(median):
             median = int(median)
         nearest = min(rows, key=lambda r: abs(r["value"] - median))
-        met = judge(first.get("target"), median)
-        if met is None and first.get("met") is not None:
-            verdicts = [bool(r.get("met")) for r in rows]
-            met = verdicts.count(True) > len(verdicts) / 2
+        met = None
+        if first.get("met") is not None:  # only figures the module judges are judged
+            target = str(first.get("target") or "")
+            if target.lstrip().startswith("=") and judge(target, median) is not None:
+                # an exact target (`= 0` errors) holds only if it held in every run
+                failing = [r for r in rows if not judge(target, r["value"])]
+                met = not failing
+                nearest = failing[0] if failing else nearest
+            else:
+                met = judge(target, median)
+                if met is None:
+                    verdicts = [bool(r.get("met")) for r in rows]
+                    met = verdicts.count(True) > len(verdicts) / 2
         out.append({**nearest, "metric": metric, "value": median,
                     "spread": [min(numbers), max(numbers)], "runs": len(rows), "met": met})
     return out

@@ -199,3 +199,29 @@ def run(quick: bool = False) -> list[dict]:
     result = CliRunner().invoke(app, ["bench", "--bench-dir", str(folder), "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert "| ms | 4.00 | 1.00–9.00 (3 runs) | ms | <= 5 ms | met | run 3 |" in out.read_text()
+
+
+def test_r11_bench_an_exact_target_must_hold_in_every_run(tmp_path: Path) -> None:
+    """`= 0` errors is missed when any run had an error, even if the median is 0; a target the
+    module left unjudged stays unjudged."""
+    folder = _bench_dir(tmp_path)
+    for name in ("bench_alpha.py", "bench_boom.py"):
+        (folder / name).unlink()
+    (folder / "bench_errs.py").write_text('''"""Errs: one run of three has an error."""
+SEEN = []
+
+
+def run(quick: bool = False) -> list[dict]:
+    SEEN.append(1)
+    errors = 1 if len(SEEN) == 2 else 0
+    return [{"bench": "errs", "metric": "errors", "value": errors, "unit": "errors",
+             "target": "= 0", "met": errors == 0, "note": f"run {len(SEEN)}"},
+            {"bench": "errs", "metric": "p99", "value": 900.0, "unit": "µs",
+             "target": "< 200 µs", "met": None, "note": "informative"}]
+''')
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(app, ["bench", "--bench-dir", str(folder), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "| errors | 0 | 0–1 (3 runs) | errors | = 0 | **missed** | run 2 |" in text
+    assert "| p99 | 900.0 | 900.0–900.0 (3 runs) | µs | < 200 µs |  | informative |" in text
