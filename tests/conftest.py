@@ -32,7 +32,7 @@ BACKENDS = ("sqlite", "postgresql")
 # The heavy end-to-end folders run on SQLite only: their storage goes through the same store
 # code that the store, api, pipeline, memory, import, lore and durability tests run on both
 # backends. A module opts in with `pytestmark = pytest.mark.both_backends`;
-# EVACORE_TEST_ALL_BACKENDS=1 runs everything on both.
+# EVACORE_TEST_ALL_BACKENDS=1 (set by .ci/run) runs everything on both.
 SQLITE_ONLY_FOLDERS = ("generate", "agent_e2e", "assembly", "rules_integration")
 TESTS_DIR = Path(__file__).parent
 
