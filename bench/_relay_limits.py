@@ -1,9 +1,9 @@
-"""What limits the relay benchmark's missed targets: this run's figures, set against what
-profiling (pyinstrument and cProfile in-process, per-stage timings, SQL statement counts)
-found.
+"""What limits the relay benchmark's missed targets, written from this run's own rows: every
+number in the text is a figure (or a ratio of figures) the same run measured.
 
-Must not: measure; it reads the rows bench_relay produced. The profile findings are dated
-(PROFILED) and name the code they point at, so a fix elsewhere shows up as a stale line.
+Must not: measure, or carry a number of its own. Where the text says where the time goes
+inside evacore (which code, which layer), it names code and says so in words, never in
+figures from another run.
 """
 
 from __future__ import annotations
@@ -11,14 +11,33 @@ from __future__ import annotations
 import math
 from typing import Any
 
-PROFILED = "as profiled on 2026-11-30 (pyinstrument in-process, stage timings, SQL counts)"
+
+def _row(rows: list[dict[str, Any]], metric: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r["metric"] == metric), None)
 
 
 def _value(rows: list[dict[str, Any]], metric: str) -> float:
-    for row in rows:
-        if row["metric"] == metric and isinstance(row.get("value"), int | float):
-            return float(row["value"])
+    row = _row(rows, metric)
+    if row is not None and isinstance(row.get("value"), int | float):
+        return float(row["value"])
     return math.nan
+
+
+def _spread(rows: list[dict[str, Any]], metric: str, unit: str) -> str:
+    """`, a–b unit over n runs` for a figure measured more than once, else empty."""
+    row = _row(rows, metric)
+    if row is None or not row.get("spread") or (row.get("runs") or 1) < 2:
+        return ""
+    low, high = row["spread"]
+    return f", {low:.3g}–{high:.3g} {unit} over {row['runs']} runs"
+
+
+def _most(rows: list[dict[str, Any]], metric: str) -> float:
+    """The highest value a figure took over the runs (its value when measured once)."""
+    row = _row(rows, metric)
+    if row is not None and row.get("spread"):
+        return float(row["spread"][1])
+    return _value(rows, metric)
 
 
 def _missed(rows: list[dict[str, Any]], *names: str) -> bool:
@@ -28,68 +47,76 @@ def _missed(rows: list[dict[str, Any]], *names: str) -> bool:
 def _per_tour(rows: list[dict[str, Any]]) -> list[str]:
     fixed = _value(rows, "cpu_ms_per_tour_fixed")
     marginal = _value(rows, "cpu_us_per_extra_token")
+    s1 = _value(rows, "s1_cpu_us_per_token")
+    s1_tour = _value(rows, "s1_cpu_ms_per_tour")
+    share = fixed / s1_tour * 100 if s1_tour else math.nan
     return [
-        ("**A tour's own cost.** Besides relaying tokens a tour costs about "
-         f"{fixed:.1f} ms of CPU here (`cpu_ms_per_tour_fixed`); a token that arrives in a "
-         f"burst adds about {marginal:.0f} µs (`cpu_us_per_extra_token`). Where the fixed "
-         f"part goes, {PROFILED}: 12 SQL statements (stage 1: the chat with its connection, "
-         "character and persona in one query, the user's message and the tour row; stage 2: "
-         "the history with active variants in one query; stage 14: the chat row, the "
-         "answer's message and variant in one flush, the retrieval index, the tour row), "
-         "each about 0.1-0.2 ms of CPU through SQLAlchemy and one trip to aiosqlite's "
-         "thread; the JSON of the tour's diagnostics (orjson); the upstream request through "
-         "httpx; FastAPI's request handling. Settings, linked lorebooks, memory blocks and "
-         "document presence come from `evacore/store/recall.py` (2 s, forgotten on write) "
-         "instead of four more queries."),
+        ("**A tour's own cost.** Besides relaying tokens a tour costs "
+         f"{fixed:.1f} ms of CPU in this run (`cpu_ms_per_tour_fixed`"
+         f"{_spread(rows, 'cpu_ms_per_tour_fixed', 'ms')}), {share:.0f}% of an S1 tour's "
+         f"{s1_tour:.1f} ms; a token that arrives in a burst adds {marginal:.1f} µs "
+         f"(`cpu_us_per_extra_token`{_spread(rows, 'cpu_us_per_extra_token', 'µs')}). So "
+         f"S1's {s1:.1f} µs per token is mostly the fixed part spread over the answer. That "
+         "part is the tour around the tokens: the SQL statements of stage 1 (the chat with "
+         "its connection, character and persona, the user's message, the tour row), stage 2 "
+         "(the history) and stage 14 (the answer's message and variant, the retrieval "
+         "index, the tour row), each through SQLAlchemy and a hop to aiosqlite's thread; the "
+         "JSON of the tour's diagnostics; the upstream request through httpx; FastAPI's "
+         "request handling. Settings, linked lorebooks, memory blocks and document presence "
+         "come from `evacore/store/recall.py` instead of more queries."),
     ]
 
 
 def _per_token(rows: list[dict[str, Any]]) -> list[str]:
     marginal = _value(rows, "cpu_us_per_extra_token")
     paced = _value(rows, "cpu_us_per_paced_token")
+    times = paced / marginal if marginal else math.nan
+    wakeup = _value(rows, "machine_wakeup_us")
     return [
-        (f"**A token that arrives alone costs about {paced:.0f} µs; in a burst, "
-         f"{marginal:.0f} µs.** S2 and S3 send a token every 5 ms, so every token is its "
-         "own trip: the upstream socket wakes the loop, httpx → httpcore → anyio → h11 read "
-         "one chunk (about 40 µs of it: the same read through a bare asyncio stream costs "
-         "about 10 µs on this machine), then the SSE decoder, the JSON parse, four async "
-         "generator layers of the provider, the tour's event queue waking the response "
+        (f"**A token that arrives alone costs {paced:.0f} µs; in a burst, "
+         f"{marginal:.1f} µs** ({times:.1f}× as much alone; `cpu_us_per_paced_token`"
+         f"{_spread(rows, 'cpu_us_per_paced_token', 'µs')}). S2 and S3 send a token every "
+         "5 ms, so every token is its own trip: the upstream socket wakes the loop, httpx → "
+         "httpcore → anyio → h11 read one chunk, then the SSE decoder, the JSON parse, the "
+         "provider's async generator layers, the tour's event queue waking the response "
          "task, `sse_frame`, Starlette's `StreamingResponse` and one socket write in "
-         "uvicorn. In a burst (S1, `long`) one read carries many tokens and "
-         "`generate._stream` writes everything queued in one chunk, which is why a burst "
-         "token costs about a tenth of a paced one. Tried without a measurable change "
-         "through the server: an asyncio-native network backend for httpcore (its "
-         "`network_backend` hook; 12 µs less per chunk in isolation). Not done: a leaner "
-         "HTTP/1.1 reader for streams, fewer task hops per token."),
+         f"uvicorn. A bare loopback round trip on the same core took {wakeup:.1f} µs in this "
+         "run (`machine_wakeup_us`), the floor of that trip's system calls and wake-ups. In "
+         "a burst (S1, `long`) one read carries many tokens and `generate._stream` writes "
+         "everything queued in one chunk. Not done: a leaner HTTP/1.1 reader for streams, "
+         "fewer task hops per token."),
     ]
 
 
 def _load(rows: list[dict[str, Any]]) -> list[str]:
-    paced = _value(rows, "cpu_us_per_paced_token")
-    fixed = _value(rows, "cpu_ms_per_tour_fixed")
-    per_tour = fixed + paced * 100 / 1000
-    capacity = 1000 / per_tour if per_tour and math.isfinite(per_tour) else math.nan
-    direct = _value(rows, "s2_direct_streams_per_s")
+    rate = _value(rows, "s2_evacore_streams_per_s")
     share = _value(rows, "s2_evacore_cpu_share")
+    direct = _value(rows, "s2_direct_streams_per_s")
+    per_core = rate / (share / 100) if share else math.nan
+    per_token = _value(rows, "s2_cpu_us_per_token")
+    ttft = _value(rows, "s2_added_ttft_p50_ms")
+    errors3 = _most(rows, "s3_evacore_errors")
+    cut3 = _value(rows, "s3_evacore_unfinished")
     return [
-        (f"**Concurrency (S2, S3).** A 100-token S2 tour costs about {per_tour:.0f} ms of "
-         f"CPU ({fixed:.1f} ms fixed + 100 tokens that each arrive alone), so one core "
-         f"finishes at most about {capacity:.0f} tours a second against {direct:.0f} streams "
-         f"a second served directly; evacore used {share:.0f}% of its core during S2. The "
-         "rest of the offered streams wait in the event loop, which is the added TTFT. No "
-         "stream fails: S3's 256 concurrent streams end with zero errors (SQLite writes are "
-         "short transactions; no write happens per token). httpcore's pool walks every "
-         "pooled connection (polling idle ones) each time a request starts or ends; "
-         "`evacore/providers/_pools.py` spreads requests over 16 pools, which took S2 from "
-         "about 42 to 46 streams a second in a side-by-side run."),
+        (f"**Concurrency (S2, S3).** Through generate S2 ran {rate:.1f} streams a second "
+         f"with evacore using {share:.0f}% of its core (`s2_evacore_cpu_share`, one window), "
+         f"which is {per_core:.0f} streams a second per full core, against {direct:.0f} "
+         f"served directly; its CPU per S2 token was {per_token:.0f} µs"
+         f"{_spread(rows, 's2_cpu_us_per_token', 'µs')}. Offered streams beyond what the "
+         f"core finishes wait in the event loop: that wait is S2's added TTFT of "
+         f"{ttft:.0f} ms. S3 ended with at most {errors3:.0f} errors in a run and a median "
+         f"of {cut3:.0f} streams still open when the client stopped waiting (SQLite writes "
+         "are short transactions; no write happens per token). httpcore's pool walks its pooled connections each time "
+         "a request starts or ends; `evacore/providers/_pools.py` spreads requests over "
+         "several pools to keep that walk short."),
     ]
 
 
 def _memory(rows: list[dict[str, Any]]) -> list[str]:
     return [
         ("**Memory per extra stream.** The figure is the difference of two peak RSS samples "
-        "divided by the extra streams; with few streams (the quick variant) allocator "
-        "growth of a few MB dominates it. Judge it on the full run (192 extra streams)."),
+         "divided by the extra streams; with few streams (the quick variant) allocator "
+         "growth dominates it. Judge it on the full run."),
     ]
 
 
@@ -99,21 +126,52 @@ def _facade(rows: list[dict[str, Any]]) -> list[str]:
     extra = _value(rows, "cpu_us_per_extra_token")
     fextra = _value(rows, "facade_cpu_us_per_extra_token")
     s1, fs1 = _value(rows, "s1_cpu_us_per_token"), _value(rows, "s1_facade_cpu_us_per_token")
+    text = (f"**The facade next to generate.** The same tours through "
+            f"`POST /v1/chat/completions` cost {fs1:.0f} µs per S1 token against generate's "
+            f"{s1:.0f} µs: {ffixed:.1f} ms fixed per tour against {fixed:.1f} ms, and "
+            f"{fextra:.1f} µs against {extra:.1f} µs per burst token. Per tour the facade "
+            "adds the chat lookup before the tour and the binding written after it; per "
+            "token it writes an OpenAI chunk where generate writes a short `delta` event.")
+    return [text]
+
+
+def _litellm(rows: list[dict[str, Any]]) -> list[str]:
+    if not math.isfinite(_value(rows, "s1_litellm_cpu_us_per_token")):
+        note = (_row(rows, "litellm_proxy") or {}).get("note") or "not installed"
+        return [f"**The LiteLLM proxy.** Not measured in this run: {note}."]
+    parts = []
+    for s in ("s1", "long", "paced", "s2", "s3"):
+        lite = _value(rows, f"{s}_litellm_cpu_us_per_token")
+        facade = _value(rows, f"{s}_facade_cpu_us_per_token")
+        ratio = _value(rows, f"{s}_litellm_over_facade_cpu_per_token")
+        if math.isfinite(lite) and math.isfinite(facade):
+            parts.append(f"{s} {lite:.0f} against {facade:.0f} µs ({ratio:.2f}×)")
+    s2 = _value(rows, "s2_litellm_over_facade_streams_per_s")
+    fixed = _value(rows, "litellm_cpu_ms_per_tour_fixed")
+    extra = _value(rows, "litellm_cpu_us_per_extra_token")
+    split = (f" Its own split: {fixed:.1f} ms fixed per request and {extra:.1f} µs per burst "
+             "token." if math.isfinite(fixed) and math.isfinite(extra) else "")
+    served = (f" In S2 it served {s2:.2f}× the facade's streams a second."
+              if math.isfinite(s2) else "")
+    errors = sum(_most(rows, f"{s}_litellm_errors") for s in ("s1", "long", "paced", "s2", "s3")
+                 if math.isfinite(_most(rows, f"{s}_litellm_errors")))
+    cut = _value(rows, "s3_litellm_unfinished")
+    s3_rate = _value(rows, "s3_litellm_streams_per_s")
     return [
-        (f"**The facade next to generate.** The same tours through `POST /v1/chat/completions` "
-         f"cost {fs1:.0f} µs per S1 token against generate's {s1:.0f} µs: {ffixed:.1f} ms "
-         f"fixed per tour against {fixed:.1f} ms, and {fextra:.0f} µs against {extra:.0f} µs "
-         "per burst token. Per tour the facade adds the chat lookup before the tour (the "
-         "model id, the binding's digest query) and the binding written after it, two short "
-         "transactions; per token it writes an OpenAI chunk of about 200 bytes (from a "
-         "byte template, one orjson call for the text) where generate writes a 35-byte "
-         "`delta` event. The LiteLLM proxy, speaking this same protocol, measured "
-         "595-806 µs per token on this machine."),
+        ("**The LiteLLM proxy, side by side.** Measured in this run on the same pinned core "
+         "against the same fake upstream, the proxy's CPU per token against the facade's "
+         "(the route that speaks its protocol): " + "; ".join(parts) + "." + split + served
+         + f" Its errors over the scenarios, the worst run of each: {errors:.0f}. In S3 it "
+         f"finished {s3_rate:.1f} streams a second, with a median of {cut:.0f} streams still "
+         "open when the client stopped waiting. The proxy keeps no chat and "
+         "writes nothing per request here (no database configured), while every evacore "
+         "tour is stored."),
     ]
 
 
 def explain(rows: list[dict[str, Any]]) -> str:
-    """Markdown for the missed targets of this run; empty when every target was met."""
+    """Markdown for the missed targets of this run and the side-by-side comparisons; empty
+    when every target was met and nothing was compared."""
     parts: list[list[str]] = []
     cpu = ("s1_cpu_us_per_token", "s2_cpu_us_per_token", "s3_cpu_us_per_token")
     if _missed(rows, *cpu, "s1_added_ttft_p50_ms"):
@@ -126,18 +184,26 @@ def explain(rows: list[dict[str, Any]]) -> str:
         parts.append(_memory(rows))
     if math.isfinite(_value(rows, "s1_facade_cpu_us_per_token")):
         parts.append(_facade(rows))
+    if _row(rows, "litellm_proxy") is not None:
+        parts.append(_litellm(rows))
     if not parts:
         return ""
     speed = _value(rows, "machine_speed_us")
     wakeups = _value(rows, "machine_wakeup_us")
+    s1 = _row(rows, "s1_cpu_us_per_token") or {}
+    drift = ""
+    if s1.get("spread") and (s1.get("runs") or 1) > 1:
+        low, high = s1["spread"]
+        drift = (f" S1's CPU per token ranged {low:.1f}–{high:.1f} µs over the "
+                 f"{s1['runs']} runs of this benchmark, {(high - low) / low * 100:.0f}% of "
+                 "its lowest value.")
     parts.append([
-        ("**This machine.** Two shared cores whose speed drifts with other work on the host. "
-         "The same code measured 50 µs per S1 token with a 4.5 ms added TTFT at one time of "
-         "2026-11-30 and 73 µs with 7.2 ms an hour later; interleaved runs of two commits "
-         "agreed within a few percent each time. S1's two targets sit inside that drift. "
-         f"`machine_speed_us` ({speed:.1f} µs here) times pure Python and "
-         f"`machine_wakeup_us` ({wakeups:.1f} µs here) a loopback round trip, both on "
-         "evacore's CPU in this run, to set other runs against. Ratios to the direct run "
-         "travel better than absolute figures."),
+        ("**This machine.** Shared cores whose speed drifts with other work on the host."
+         f"{drift} `machine_speed_us` ({speed:.2f} µs"
+         f"{_spread(rows, 'machine_speed_us', 'µs')}) times pure Python and "
+         f"`machine_wakeup_us` ({wakeups:.2f} µs{_spread(rows, 'machine_wakeup_us', 'µs')}) "
+         "a loopback round trip, both on evacore's CPU before and after the scenarios, to "
+         "set other runs against. Ratios measured side by side in one run (to the direct "
+         "run, to the LiteLLM proxy) travel better than absolute figures."),
     ])
     return "\n\n".join("\n".join(p) for p in parts)

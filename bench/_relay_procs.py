@@ -1,5 +1,6 @@
-"""Processes for the relay benchmark: CPU pinning, the evacore server and the fake upstream as
-child processes, their CPU time and RSS read from /proc, and the load client run.
+"""Processes for the relay benchmark: CPU pinning, the evacore server, the fake upstream and
+(when installed) the LiteLLM proxy as child processes, their CPU time (nanoseconds, from
+/proc/<pid>/task/*/schedstat) and RSS read from /proc, and the load client run.
 
 Must not: bind anything but loopback, or leave a child running: every child is started in its
 own session and ended by its own process id.
@@ -137,9 +138,23 @@ def _on_server_cpu(work: Any) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of the whole process (all threads), from /proc/<pid>/stat."""
+    """utime + stime of the whole process (all threads, ended ones too), from /proc/<pid>/stat,
+    in clock ticks: coarse (10 ms), kept only to check `cpu_ns` against."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def cpu_ns(pid: int) -> int:
+    """Nanoseconds on a CPU of every live thread of the process: the first field of each
+    /proc/<pid>/task/<tid>/schedstat (the scheduler's own account). A thread that ends
+    takes its time with it; `cpu_seconds` (which keeps it) checks for that over a run."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended between the listing and the read
+    return total
 
 
 def rss_bytes(pid: int) -> int:
@@ -150,11 +165,11 @@ def settle(pid: int, *, quiet: float = 0.05, window: float = 0.5, limit: float =
     """Wait until the process uses less than `quiet` of a core over `window` seconds
     (the tail of a scenario: aborted tours being saved), at most `limit` seconds."""
     deadline = time.monotonic() + limit
-    last = cpu_seconds(pid)
+    last = cpu_ns(pid)
     while time.monotonic() < deadline:
         time.sleep(window)
-        now = cpu_seconds(pid)
-        if now - last < quiet * window:
+        now = cpu_ns(pid)
+        if now - last < quiet * window * 1e9:
             return
         last = now
 
@@ -286,3 +301,53 @@ def load(prefix: list[str], plan: dict[str, Any], timeout: float) -> dict[str, A
             raise RuntimeError("load client failed: "
                                + done.stderr.decode(errors="replace")[-2000:])
         return dict(json.loads(out.read_text()))
+
+
+LITELLM_VENV = HERE / ".litellm-venv"
+LITELLM_INSTALL = ("python3 -m venv bench/.litellm-venv && "
+                   "bench/.litellm-venv/bin/pip install 'litellm[proxy]'")
+"""The documented command that installs the LiteLLM proxy for the side-by-side run."""
+
+
+def litellm_program() -> Path | None:
+    """The `litellm` program of bench/.litellm-venv (or `EVACORE_BENCH_LITELLM`), if any."""
+    override = os.environ.get("EVACORE_BENCH_LITELLM")
+    program = Path(override) if override else LITELLM_VENV / "bin" / "litellm"
+    return program if program.is_file() and os.access(program, os.X_OK) else None
+
+
+def litellm_version(program: Path) -> str:
+    python = program.parent / "python"
+    try:
+        code = "import importlib.metadata as m; print(m.version('litellm'))"
+        done = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                              timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown version"
+    return done.stdout.strip()
+
+
+def litellm(prefix: list[str], folder: Path, program: Path, models: dict[str, str],
+            key: str) -> tuple[Child, str]:
+    """The LiteLLM proxy as a pinned child: one model name per fake upstream (`models`: name
+    -> /v1 base URL), a master key, no database, no telemetry, the local cost map."""
+    port = free_port()
+    lines = ["model_list:"]
+    for name, base in models.items():
+        lines += [f"  - model_name: {name}", "    litellm_params:",
+                  "      model: openai/bench-model", f"      api_base: {base}",
+                  "      api_key: sk-bench-upstream"]
+    lines += ["general_settings:", f"  master_key: {key}", "litellm_settings:",
+              "  telemetry: false", "  drop_params: true"]
+    config = folder / "litellm.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    # The fake upstream sends one token text over and over, which the proxy's guard against a
+    # looping model would cut after 100 identical chunks: the guard is set past any answer.
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR",
+           "LITELLM_TELEMETRY": "False", "REPEATED_STREAMING_CHUNK_LIMIT": "1000000"}
+    child = Child([*prefix, str(program.parent / "python"), str(program), "--config", str(config),
+                   "--host", "127.0.0.1", "--port", str(port)],
+                  folder / "litellm.log", env).start()
+    url = f"http://127.0.0.1:{port}"
+    child.wait_http(url + "/health/liveliness", timeout=240)
+    return child, url

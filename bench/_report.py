@@ -75,33 +75,48 @@ def machine() -> dict[str, Any]:
             "commit": _commit()}
 
 
+def spread(row: dict[str, Any]) -> str:
+    """`min–max (n runs)` of a figure measured more than once; `1 run` otherwise."""
+    runs = row.get("runs") or 1
+    low_high = row.get("spread")
+    if runs <= 1 or not low_high:
+        return "1 run" if isinstance(row.get("value"), int | float) else ""
+    low, high = low_high
+    return f"{fmt(low)}–{fmt(high)} ({runs} runs)"
+
+
 def _table(rows: list[dict[str, Any]]) -> list[str]:
-    out = ["| metric | value | unit | target | result | note |", "|---|---:|---|---|---|---|"]
+    out = ["| metric | value | spread | unit | target | result | note |",
+           "|---|---:|---:|---|---|---|---|"]
     for r in rows:
         note = str(r.get("note") or "").replace("|", "\\|").replace("\n", " ")
-        out.append(f"| {r['metric']} | {fmt(r['value'])} | {r.get('unit') or ''} | "
+        out.append(f"| {r['metric']} | {fmt(r['value'])} | {spread(r)} | {r.get('unit') or ''} | "
                    f"{r.get('target') or ''} | {verdict(r.get('met'))} | {note} |")
     return out
 
 
 def markdown(sections: dict[str, dict[str, Any]], *, command: str, date: str,
-             machine: dict[str, Any]) -> str:
-    """RESULTS.md: machine notes, a summary of targets, then one table per benchmark."""
+             machine: dict[str, Any], earlier: dict[str, dict[str, Any]] | None = None,
+             data_name: str = "RESULTS.json") -> str:
+    """RESULTS.md: machine notes, a summary of targets, then one table per benchmark of this
+    run (`earlier`: benchmarks not run this time, only named, their figures stay in the
+    data file)."""
     load = ", ".join(map(str, machine["load_average"])) or "unknown"
     lines = [
         "# evacore benchmarks", "",
-        (f"Last written {date} by `{command}`. Each benchmark's section names the command "
-         "and date of its own figures (a run of some benchmarks keeps the others' last "
-         "figures). Regenerate everything with `evacore bench`."), "",
+        (f"Written {date} by `{command}`: every figure below was measured by that command. "
+         "A figure measured in several runs shows its median, with the spread (min–max) over "
+         "the runs next to it. Regenerate everything with `evacore bench`."), "",
         "## Machine", "",
         (f"- CPU: {machine['cpu']}, {machine['cpus']} usable cores; load average at writing "
          f"{load} (1, 5, 15 min)."),
         (f"- Python {machine['python']} on {machine['platform']}; evacore commit "
          f"{machine['commit']}."),
-        ("- A shared, noisy machine: other work runs on the same two cores, so wall-clock "
-         "figures (ms, streams/s) vary by tens of percent between runs; CPU-time figures "
-         "(µs of CPU per token) are steadier. The relay benchmark pins evacore to one core "
-         "and the load client plus the fake upstream to the other (`taskset`)."), "",
+        ("- A shared machine: other work may run on the same cores, so a figure's spread "
+         "over runs is part of the figure, and ratios measured side by side in one run "
+         "travel better than absolute times. The relay benchmark pins evacore (and the "
+         "LiteLLM proxy, when installed) to one core and the load client plus the fake "
+         "upstream to the other (`taskset`)."), "",
         "## Summary", "",
         "| benchmark | targets met | targets missed | run time | figures from |",
         "|---|---:|---:|---:|---|",
@@ -112,6 +127,10 @@ def markdown(sections: dict[str, dict[str, Any]], *, command: str, date: str,
         state = "failed" if s.get("error") else f"{s['seconds']:.1f} s"
         quick = " (quick)" if s.get("quick") else ""
         lines.append(f"| [{name}](#{name}) | {met} | {missed} | {state} | {s['date']}{quick} |")
+    if earlier:
+        names = ", ".join(f"{name} ({s['date']})" for name, s in earlier.items())
+        lines += ["", (f"Not run by this command: {names}; their last figures are in "
+                       f"`{data_name}`, not here.")]
     for name, s in sections.items():
         lines += ["", f"## {name}", ""]
         if s.get("about"):
@@ -140,7 +159,8 @@ def text_table(run: Any) -> str:
     for r in run.rows:
         target = f"  target {r['target']}: {'met' if r['met'] else 'MISSED'}" \
             if r.get("met") is not None else ""
-        lines.append(f"  {r['metric']:<34} {fmt(r['value']):>12} {r.get('unit') or '':<10}{target}")
+        lines.append(f"  {r['metric']:<34} {fmt(r['value']):>12} {r.get('unit') or '':<10}"
+                     f" {spread(r):<24}{target}")
     return "\n".join(lines)
 
 

@@ -1,20 +1,20 @@
 """Benchmark the streaming relay: a fast fake OpenAI upstream streamed directly, through
-evacore's generate (`POST /v1/chats/{id}/generate`) and through its OpenAI-compatible facade
-(`POST /v1/chat/completions`, OpenAI chunks like the LiteLLM proxy's), an openai-chat
-connection, no rules armed.
+evacore's generate (`POST /v1/chats/{id}/generate`), through its OpenAI-compatible facade
+(`POST /v1/chat/completions`) and, when it is installed, through the LiteLLM proxy, side by
+side in one run, each scenario repeated; an openai-chat connection, no rules armed.
 
-Must not: reach past loopback or leave a child process behind. evacore runs pinned to one
-CPU, the load client and the fake upstream to the other (when there are two).
+Must not: reach past loopback or leave a child process behind. evacore (and the LiteLLM
+proxy) run pinned to one CPU, the load client and the fake upstream to the other.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
+import math
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import httpx
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _relay_procs as procs
+from runner import combine
 
 TOKEN = "bench-master-token-0123456789abcdef"
 CPU_US_PER_TOKEN = 60.0
@@ -34,7 +35,11 @@ PER_STREAM_KB = 100.0
 PROMPT = "Hello there, how are you today?"
 WARM_TOURS = 5
 """Streamed tours before measuring: first uses (imports, caches, pools) are not steady state."""
-LITELLM = "LiteLLM proxy 1.108.7 measured 595-806 µs/token on this machine"
+LITELLM_KEY = "sk-bench-litellm-master"
+REPEATS = 1
+"""The runner runs this module once: it repeats every scenario itself (RUNS), with the
+servers kept up, and returns medians with their spread."""
+RUNS, QUICK_RUNS = 3, 1
 
 
 @dataclass(frozen=True)
@@ -53,8 +58,8 @@ class Scenario:
 
 
 FULL = (Scenario("s1", 1, 200, 0, count=30), Scenario("long", 1, 2000, 0, count=4),
-        Scenario("paced", 1, 200, 2, count=10),
-        Scenario("s2", 64, 100, 5, seconds=20), Scenario("s3", 256, 100, 5, seconds=20))
+        Scenario("paced", 1, 200, 2, count=6),
+        Scenario("s2", 64, 100, 5, seconds=10), Scenario("s3", 256, 100, 5, seconds=12))
 QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=1),
          Scenario("paced", 1, 50, 2, count=1),
          Scenario("s2", 2, 100, 5, seconds=0.5), Scenario("s3", 6, 100, 5, seconds=0.5))
@@ -140,30 +145,49 @@ def _plan(port: int, requests: list[str], marker: str, scenario: Scenario,
             "grace": max(5.0, (scenario.seconds or 0) / 2)}
 
 
-def _relayed(load_prefix: list[str], server: procs.Child, plan: dict[str, Any],
+def _relayed(load_prefix: list[str], proc: procs.Child, plan: dict[str, Any],
              timeout: float) -> dict[str, Any]:
-    """One scenario through evacore, with the server's CPU time, core load and RSS peak."""
-    procs.settle(server.pid, window=0.25)
+    """One scenario through a relay (evacore or the LiteLLM proxy), with its CPU time in
+    nanoseconds: over the load client's run (`window_*`, with the wall time and the core's
+    load of that same window) and until the process is quiet again (`cpu_seconds`, which adds
+    the saving of streams cut at the end)."""
+    procs.settle(proc.pid, window=0.25)
     core = procs.server_cpu()
     busy0 = procs.core_times(core)
-    cpu0 = procs.cpu_seconds(server.pid)
-    with procs.RssPeak(server.pid) as rss:
+    cpu0 = procs.cpu_ns(proc.pid)
+    started = time.perf_counter()
+    with procs.RssPeak(proc.pid) as rss:
         relayed = procs.load(load_prefix, plan, timeout)
-        procs.settle(server.pid, window=0.25)  # streams cut at the end are still being saved
-    relayed["cpu_seconds"] = procs.cpu_seconds(server.pid) - cpu0
-    busy1 = procs.core_times(core)
+        wall = time.perf_counter() - started
+        cpu1 = procs.cpu_ns(proc.pid)
+        busy1 = procs.core_times(core)
+        procs.settle(proc.pid, window=0.25)  # streams cut at the end are still being saved
+    relayed["cpu_seconds"] = (procs.cpu_ns(proc.pid) - cpu0) / 1e9
+    relayed["window_cpu"] = (cpu1 - cpu0) / 1e9
+    relayed["window_wall"] = wall
     relayed["core_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
     relayed["rss_peak"] = rss.peak
     if relayed["errors"]:
-        relayed["error_samples"] += server.error_lines()
+        relayed["error_samples"] += proc.error_lines()
     return relayed
 
 
-def _measure(load_prefix: list[str], server: procs.Child, scenario: Scenario,
-             upstream_url: str, chat_ids: list[str], server_url: str,
-             facade_chats: list[str]) -> dict[str, Any]:
-    """The scenario against the upstream directly, then through generate and the facade."""
+@dataclass
+class Relays:
+    """What the scenarios run against: evacore and, when installed, the LiteLLM proxy."""
+
+    server: procs.Child
+    server_url: str
+    litellm: procs.Child | None = None
+    litellm_url: str | None = None
+
+
+def _measure(load_prefix: list[str], relays: Relays, scenario: Scenario, upstream_url: str,
+             chat_ids: list[str], facade_chats: list[str]) -> dict[str, Any]:
+    """The scenario against the upstream directly, then through generate, the facade and the
+    LiteLLM proxy, one after the other."""
     timeout = (scenario.seconds or 0) + (scenario.count or 0) * 10 + 180
+    model = _model_name(scenario.tokens, scenario.delay_ms)
     direct_body = {"model": "bench-model", "stream": True,
                    "stream_options": {"include_usage": True},
                    "messages": [{"role": "user", "content": PROMPT}]}
@@ -171,19 +195,25 @@ def _measure(load_prefix: list[str], server: procs.Child, scenario: Scenario,
     direct = procs.load(load_prefix, _plan(
         up_port, [_request("/v1/chat/completions", up_port, direct_body)],
         '"content"', scenario, None), timeout)
-    port = _port(server_url)
+    port = _port(relays.server_url)
     requests = [_request(f"/v1/chats/{chat}/generate", port,
                          {"message": {"content": PROMPT}, "stream": True}, TOKEN)
                 for chat in chat_ids]
-    relayed = _relayed(load_prefix, server, _plan(port, requests, "event: delta", scenario,
-                                                  "event: error"), timeout)
-    model = "@" + _model_name(scenario.tokens, scenario.delay_ms)
-    turns = [_request("/v1/chat/completions", port, _facade_body(model, turn), TOKEN,
+    relayed = _relayed(load_prefix, relays.server, _plan(port, requests, "event: delta",
+                                                         scenario, "event: error"), timeout)
+    turns = [_request("/v1/chat/completions", port, _facade_body("@" + model, turn), TOKEN,
                       {"X-Evacore-Chat": chat}) for chat in facade_chats for turn in (0, 1)]
-    facade = _relayed(load_prefix, server, {
+    facade = _relayed(load_prefix, relays.server, {
         **_plan(port, turns, '"delta":{"content"', scenario, 'data: {"error"'),
         "per_stream": 2}, timeout)
-    return {"direct": direct, "evacore": relayed, "facade": facade}
+    out = {"direct": direct, "evacore": relayed, "facade": facade}
+    if relays.litellm is not None and relays.litellm_url:
+        lport = _port(relays.litellm_url)
+        body = {**direct_body, "model": model}
+        out["litellm"] = _relayed(load_prefix, relays.litellm, _plan(
+            lport, [_request("/v1/chat/completions", lport, body, LITELLM_KEY)],
+            '"content":"', scenario, 'data: {"error"'), timeout)
+    return out
 
 
 def _row(metric: str, value: float | None, unit: str, note: str,
@@ -200,11 +230,17 @@ def _cpu_per_tour_ms(scenario: Scenario, e: dict[str, Any]) -> float:
     return e["cpu_seconds"] * 1000 / e["completed"] if e["completed"] else float("nan")
 
 
+ROUTES = {"evacore": ("", "generate"), "facade": ("facade_", "the facade"),
+          "litellm": ("litellm_", "the LiteLLM proxy")}
+"""route -> (metric prefix of its target rows, its name in notes)."""
+
+
 def _scenario_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, Any]]:
     s, d = scenario.name, result["direct"]
     note = scenario.describe()
     rows: list[dict[str, Any]] = []
-    for who, r in (("direct", d), ("evacore", result["evacore"]), ("facade", result["facade"])):
+    for who in ("direct", *[w for w in ROUTES if w in result]):
+        r = result[who]
         if s != "long":
             rows.append(_row(f"{s}_{who}_streams_per_s", round(_rate(r), 2), "streams/s",
                              f"{note}; {r['completed']} streams in {r['elapsed']:.1f} s"))
@@ -213,63 +249,91 @@ def _scenario_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str,
         if s in ("s1", "long"):
             rows += [_row(f"{s}_{who}_total_p50_ms", _ms(r["total"], 0.5), "ms", note),
                      _row(f"{s}_{who}_total_p99_ms", _ms(r["total"], 0.99), "ms", note)]
-        if r["unfinished"]:
+        if r["unfinished"] or s in ("s2", "s3"):
             rows.append(_row(f"{s}_{who}_unfinished", r["unfinished"], "streams",
                              "still streaming when the client stopped waiting "
                              f"({r['elapsed']:.0f} s after the start); not counted as errors"))
-        must_be_clean = s == "s3" and who != "direct"
+        must_be_clean = s == "s3" and who in ("evacore", "facade")
         rows.append(_row(f"{s}_{who}_errors", r["errors"], "errors",
                          "; ".join(r["error_samples"]) or note,
                          "= 0" if must_be_clean else None,
                          r["errors"] == 0 if must_be_clean else None))
-    rows += _target_rows(scenario, d, result["evacore"], "", "generate")
-    rows += _target_rows(scenario, d, result["facade"], "facade_", "facade")
+    for who, (prefix, label) in ROUTES.items():
+        if who in result:
+            rows += _target_rows(scenario, d, result[who], prefix, label, judged=who != "litellm")
+    if "litellm" in result:
+        rows += _litellm_ratios(scenario, result)
+    return rows
+
+
+def _per_token_us(e: dict[str, Any]) -> float:
+    return e["cpu_seconds"] * 1e6 / e["tokens"] if e["tokens"] else float("nan")
+
+
+def _litellm_ratios(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The LiteLLM proxy against evacore's two routes, measured side by side in this run."""
+    s, lite = scenario.name, _per_token_us(result["litellm"])
+    rows = []
+    for who, label in (("facade", "the facade"), ("evacore", "generate")):
+        mine = _per_token_us(result[who])
+        ratio = lite / mine if mine and math.isfinite(mine) else float("nan")
+        rows.append(_row(f"{s}_litellm_over_{who}_cpu_per_token", round(ratio, 2), "x",
+                         f"LiteLLM proxy's CPU per token over {label}'s, same scenario, same "
+                         "run, same pinned core"))
+    if s in ("s2", "s3"):
+        f = _rate(result["facade"])
+        ratio = _rate(result["litellm"]) / f if f else float("nan")
+        rows.append(_row(f"{s}_litellm_over_facade_streams_per_s", round(ratio, 3), "x",
+                         "LiteLLM proxy's streams/s over the facade's"))
     return rows
 
 
 def _target_rows(scenario: Scenario, d: dict[str, Any], e: dict[str, Any], prefix: str,
-                 label: str) -> list[dict[str, Any]]:
-    """Added TTFT, throughput, CPU per token and per tour of one route (generate: no prefix,
-    the names the earlier results use; the facade: `facade_`)."""
+                 label: str, judged: bool = True) -> list[dict[str, Any]]:
+    """Added TTFT, throughput, CPU per token, per tour and CPU share of one route (generate:
+    no prefix, the names the earlier results use; the facade: `facade_`; the LiteLLM proxy:
+    `litellm_`, never judged against evacore's targets)."""
     s = scenario.name
     rows: list[dict[str, Any]] = []
-    what = "evacore" if label == "generate" else "the facade"
+    who = "the LiteLLM proxy" if prefix == "litellm_" else "evacore"
     if s != "long":
         added = (statistics.median(e["ttft"]) - statistics.median(d["ttft"])) * 1000 \
             if e["ttft"] and d["ttft"] else float("nan")
-        judged = s in ("s1", "s2")
+        judge = judged and s in ("s1", "s2")
         rows.append(_row(f"{s}_{prefix}added_ttft_p50_ms", round(added, 3), "ms",
-                         f"{what} TTFT p50 minus direct TTFT p50; includes the user-message "
-                         "commit and prompt assembly" + ("" if label == "generate" else
-                                                         " and the chat lookup"),
-                         f"<= {ADDED_TTFT_MS:g} ms" if judged else None,
-                         added <= ADDED_TTFT_MS if judged else None))
+                         f"{label} TTFT p50 minus direct TTFT p50"
+                         + ("; includes the user-message commit and prompt assembly"
+                            if prefix != "litellm_" else "")
+                         + (" and the chat lookup" if prefix == "facade_" else ""),
+                         f"<= {ADDED_TTFT_MS:g} ms" if judge else None,
+                         added <= ADDED_TTFT_MS if judge else None))
     if s in ("s2", "s3"):
         ratio = _rate(e) / _rate(d) if _rate(d) else float("nan")
+        judge = judged and s == "s2"
         rows.append(_row(f"{s}_{prefix}throughput_vs_direct", round(ratio, 3), "x",
-                         f"{what} streams/s over direct streams/s",
-                         f">= {THROUGHPUT_RATIO:g}" if s == "s2" else None,
-                         ratio >= THROUGHPUT_RATIO if s == "s2" else None))
+                         f"{label} streams/s over direct streams/s",
+                         f">= {THROUGHPUT_RATIO:g}" if judge else None,
+                         ratio >= THROUGHPUT_RATIO if judge else None))
     tokens = e["tokens"]
-    per_token = e["cpu_seconds"] * 1e6 / tokens if tokens else float("nan")
-    judged = s in ("s1", "s2", "s3")
-    rows += [
-        _row(f"{s}_{prefix}cpu_us_per_token", round(per_token, 1), "µs",
-             f"evacore utime+stime {e['cpu_seconds']:.2f} s / {tokens} tokens relayed "
-             f"({label}); "
-             + (LITELLM if judged else "long answers: the per-tour cost is spread thin"
-                if s == "long" else "one token per upstream read: no burst to batch"),
-             f"<= {CPU_US_PER_TOKEN:g} µs" if judged else None,
-             per_token <= CPU_US_PER_TOKEN if judged else None),
-    ]
+    per_token = _per_token_us(e)
+    judge = judged and s in ("s1", "s2", "s3")
+    rows.append(_row(
+        f"{s}_{prefix}cpu_us_per_token", round(per_token, 1), "µs",
+        f"{who}'s CPU (scheduler ns, all threads) {e['cpu_seconds']:.3f} s / {tokens} tokens "
+        f"relayed ({label})"
+        + ("; long answers: the per-tour cost is spread thin" if s == "long" else
+           "; one token per upstream read: no burst to batch" if s == "paced" else ""),
+        f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
+        per_token <= CPU_US_PER_TOKEN if judge else None))
     if scenario.count:  # every request ran to its end: the CPU divides cleanly
         rows.append(_row(f"{s}_{prefix}cpu_ms_per_tour", round(_cpu_per_tour_ms(scenario, e), 2),
-                         "ms", f"evacore CPU per {label} request with {scenario.tokens} tokens"))
-    share = e["cpu_seconds"] / e["elapsed"] * 100 if e["elapsed"] else float("nan")
+                         "ms", f"{who}'s CPU per request through {label}, {scenario.tokens} "
+                         "tokens"))
+    share = e["window_cpu"] / e["window_wall"] * 100 if e["window_wall"] else float("nan")
     rows.append(_row(f"{s}_{prefix or 'evacore_'}cpu_share", round(share, 1), "% of a core",
-                     f"evacore's CPU time over the scenario's wall time; its core was busy "
-                     f"{e['core_busy'] * 100:.0f}% of that time (the difference went to other "
-                     "work on the machine)"))
+                     f"{who}'s CPU over the wall time of one window (the load client's run, "
+                     f"{e['window_wall']:.2f} s); its core was busy {e['core_busy'] * 100:.0f}% "
+                     "of that window, counting all work on it"))
     return rows
 
 
@@ -301,86 +365,135 @@ def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target:
     ]
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    """S1-S3 (and long answers) direct vs through evacore; CPU, TTFT, throughput, RSS."""
-    scenarios = QUICK if quick else FULL
+def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
+             scenarios: tuple[Scenario, ...], ups: dict[tuple[int, float], tuple[Any, str]],
+             connections: dict[tuple[int, float], str]) -> list[dict[str, Any]]:
+    """Every scenario once, each on fresh chats (a chat's history grows with its turns)."""
     by_name = {sc.name: sc for sc in scenarios}
-    server_prefix, load_prefix, pin_note = procs.pinning()
-    rows: list[dict[str, Any]] = []
     results: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for sc in scenarios:
+        key = (sc.tokens, sc.delay_ms)
+        chats = setup.chats(connections[key], sc.concurrency)
+        facade_chats = setup.chats(connections[key], sc.concurrency)
+        results[sc.name] = _measure(load_prefix, relays, sc, ups[key][1], chats, facade_chats)
+        rows += _scenario_rows(sc, results[sc.name])
+    for who, (prefix, _) in ROUTES.items():
+        if who in results["s1"]:
+            rows += _split_rows(results, by_name, who, prefix)
+    s2, s3 = by_name["s2"], by_name["s3"]
+    peak2, peak3 = results["s2"]["evacore"]["rss_peak"], results["s3"]["evacore"]["rss_peak"]
+    extra_kb = (peak3 - peak2) / (s3.concurrency - s2.concurrency) / 1024
+    mb = 1024 * 1024
+    rows.append(_row("rss_per_extra_stream_kb", round(extra_kb, 1), "KB",
+                     f"(peak RSS in S3 - peak RSS in S2) / {s3.concurrency - s2.concurrency} "
+                     f"extra streams; peaks {peak2 / mb:.1f} MB and {peak3 / mb:.1f} MB",
+                     f"<= {PER_STREAM_KB:g} KB", extra_kb <= PER_STREAM_KB))
+    return rows
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """S1-S3 (and long answers) direct, through evacore's two routes and through the LiteLLM
+    proxy when installed, RUNS times; CPU, TTFT, throughput, RSS as medians with spread."""
+    scenarios = QUICK if quick else FULL
+    runs = QUICK_RUNS if quick else RUNS
+    server_prefix, load_prefix, pin_note = procs.pinning()
+    program = procs.litellm_program()
+    per_run: list[list[dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="evacore-bench-relay-") as tmp:
         folder = Path(tmp)
         ups: dict[tuple[int, float], tuple[procs.Child, str]] = {}
-        server: procs.Child | None = None
+        relays: Relays | None = None
+        children: list[procs.Child] = []
         try:
             for sc in scenarios:
                 if (sc.tokens, sc.delay_ms) not in ups:
                     ups[(sc.tokens, sc.delay_ms)] = procs.upstream(
                         load_prefix, folder, sc.tokens, sc.delay_ms)
             server, url = procs.server(server_prefix, folder, TOKEN)
+            children.append(server)
+            relays = Relays(server, url)
+            if program is not None:
+                models = {_model_name(*key): base for key, (_, base) in ups.items()}
+                relays.litellm, relays.litellm_url = procs.litellm(
+                    server_prefix, folder, program, models, LITELLM_KEY)
+                children.append(relays.litellm)
+                _warm_litellm(relays.litellm_url, _model_name(scenarios[0].tokens, 0))
             rss_start = procs.rss_bytes(server.pid)
             setup = _Setup(url)
             connections = {key: setup.connection(base, *key) for key, (_, base) in ups.items()}
-            chats = {sc.name: setup.chats(connections[(sc.tokens, sc.delay_ms)], sc.concurrency)
-                     for sc in scenarios}
-            facade_chats = {sc.name: setup.chats(connections[(sc.tokens, sc.delay_ms)],
-                                                 sc.concurrency) for sc in scenarios}
-            s1 = by_name["s1"]
+            s1 = scenarios[0]
             setup.warm(setup.chats(connections[(s1.tokens, 0)], 1)[0])
             setup.warm_facade(setup.chats(connections[(s1.tokens, 0)], 1)[0],
                               "@" + _model_name(s1.tokens, 0))
-            setup.http.close()
             rss_idle = procs.rss_bytes(server.pid)
             speed_before = procs.calibrate()
             wakeups_before = procs.calibrate_wakeups()
-            for sc in scenarios:
-                results[sc.name] = _measure(load_prefix, server, sc, ups[(sc.tokens,
-                                            sc.delay_ms)][1], chats[sc.name], url,
-                                            facade_chats[sc.name])
-                rows += _scenario_rows(sc, results[sc.name])
+            ticks0, ns0 = procs.cpu_seconds(server.pid), procs.cpu_ns(server.pid)
+            for _ in range(runs):
+                per_run.append(_one_run(load_prefix, relays, setup, scenarios, ups, connections))
+            ticks = procs.cpu_seconds(server.pid) - ticks0
+            nanos = (procs.cpu_ns(server.pid) - ns0) / 1e9
+            setup.http.close()
         except Exception as exc:
-            log = server.tail() if server is not None else ""
+            log = relays.server.tail() if relays is not None else ""
+            if relays is not None and relays.litellm is not None:
+                log += "\n--- litellm:\n" + relays.litellm.tail()
             raise RuntimeError(f"relay bench failed: {exc}\n{log}") from exc
         finally:
-            if server is not None:
-                server.stop()
+            for child in children:
+                child.stop()
             for child, _ in ups.values():
                 child.stop()
         speed_after = procs.calibrate()
         wakeups_after = procs.calibrate_wakeups()
-    rows += _split_rows(results, by_name)
-    rows += _split_rows(results, by_name, "facade", "facade_")
-    s2, s3 = by_name["s2"], by_name["s3"]
-    peak2, peak3 = results["s2"]["evacore"]["rss_peak"], results["s3"]["evacore"]["rss_peak"]
-    extra_kb = (peak3 - peak2) / (s3.concurrency - s2.concurrency) / 1024
+    rows = combine(per_run)
     mb = 1024 * 1024
     rows += [
         _row("rss_idle_mb", round(rss_idle / mb, 1), "MB",
-             f"after start, setup and {WARM_TOURS} warm-up tours ({rss_start / mb:.1f} MB right after start)",
-             f"<= {IDLE_RSS_MB:g} MB", rss_idle / mb <= IDLE_RSS_MB),
-        _row("rss_per_extra_stream_kb", round(extra_kb, 1), "KB",
-             f"(peak RSS in S3 - peak RSS in S2) / {s3.concurrency - s2.concurrency} extra "
-             f"streams; peaks {peak2 / mb:.1f} MB and {peak3 / mb:.1f} MB",
-             f"<= {PER_STREAM_KB:g} KB", extra_kb <= PER_STREAM_KB),
-        _row("litellm_proxy", None, "", _litellm_note()),
+             f"after start, setup and {WARM_TOURS} warm-up tours ({rss_start / mb:.1f} MB right "
+             "after start)", f"<= {IDLE_RSS_MB:g} MB", rss_idle / mb <= IDLE_RSS_MB),
+        _row("litellm_proxy", None, "", _litellm_note(program)),
         _row("pinning", None, "", pin_note),
-        _row("machine_speed_us", round((speed_before + speed_after) / 2, 2), "µs",
-             f"a fixed pure-Python workload (json.dumps of a 40-key dict) on evacore's CPU, "
-             f"before and after the scenarios: {speed_before:.2f} and {speed_after:.2f} µs. "
-             "It follows the CPU's speed only; the relay also pays for system calls and "
-             "wake-ups (the next row)"),
-        _row("machine_wakeup_us", round((wakeups_before + wakeups_after) / 2, 2), "µs",
-             "a loopback echo round trip (two socket writes, two reads, two wake-ups) on "
-             f"evacore's CPU, before and after: {wakeups_before:.2f} and {wakeups_after:.2f} "
-             "µs; a relayed token pays for this kind of work"),
+        _row("cpu_clock_check", round(ticks / nanos, 3) if nanos else None, "x",
+             f"evacore's CPU over all {runs} run(s) from /proc/<pid>/stat clock ticks "
+             f"({ticks:.2f} s, ended threads included) over the scheduler's nanoseconds of "
+             f"its live threads ({nanos:.3f} s, the source of every CPU figure here): near 1 "
+             "means no thread took its time away"),
+        {**_row("machine_speed_us", round((speed_before + speed_after) / 2, 2), "µs",
+                "a fixed pure-Python workload (json.dumps of a 40-key dict) on evacore's CPU, "
+                "before and after the scenarios (the spread is those two). It follows the "
+                "CPU's speed only; the relay also pays for system calls and wake-ups (the "
+                "next row)"),
+         "spread": [min(speed_before, speed_after), max(speed_before, speed_after)], "runs": 2},
+        {**_row("machine_wakeup_us", round((wakeups_before + wakeups_after) / 2, 2), "µs",
+                "a loopback echo round trip (two socket writes, two reads, two wake-ups) on "
+                "evacore's CPU, before and after the scenarios; a relayed token pays for this "
+                "kind of work"),
+         "spread": [min(wakeups_before, wakeups_after), max(wakeups_before, wakeups_after)],
+         "runs": 2},
     ]
     return rows
 
 
-def _litellm_note() -> str:
-    if importlib.util.find_spec("litellm") is None and shutil.which("litellm") is None:
-        return "LiteLLM proxy not installed: the third target is skipped"
-    return "LiteLLM proxy installed, but this benchmark does not drive it: skipped"
+def _warm_litellm(url: str, model: str, tours: int = WARM_TOURS) -> None:
+    with httpx.Client(base_url=url, timeout=60,
+                      headers={"Authorization": f"Bearer {LITELLM_KEY}"}) as http:
+        for _ in range(tours):
+            r = http.post("/v1/chat/completions", json={
+                "model": model, "stream": True,
+                "messages": [{"role": "user", "content": PROMPT}]})
+            r.raise_for_status()
+
+
+def _litellm_note(program: Path | None) -> str:
+    if program is None:
+        return ("LiteLLM proxy not installed: no side-by-side figures in this run. Install it "
+                f"apart from evacore with `{procs.LITELLM_INSTALL}` and run again")
+    return (f"LiteLLM proxy {procs.litellm_version(program)} ({program}), measured side by "
+            "side: `<scenario>_litellm_*` rows, same fake upstream, same pinned core, one "
+            "process, no database; its repeated-chunk guard set past the answers' length "
+            "(the fake repeats one token text)")
 
 
 def explain(rows: list[dict[str, Any]]) -> str:

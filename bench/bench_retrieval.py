@@ -102,12 +102,12 @@ async def _latencies(core: Core, corpus: Corpus, n: int) -> tuple[float, float, 
     cpu = 0.0
     for i in range(n + 5):
         q = Query(keys=keys, texts=[corpus.query()], options=opts)
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0 = time.perf_counter(), time.process_time_ns()
         async with core.session() as s:
             await search(service, s, q)
         if i >= 5:  # the first queries warm the caches
             times.append((time.perf_counter() - t0) * 1000)
-            cpu += time.process_time() - c0
+            cpu += (time.process_time_ns() - c0) / 1e9
     times.sort()
     p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
     return statistics.median(times), p99, cpu * 1000 / n
@@ -208,7 +208,8 @@ def explain(rows: list[dict[str, Any]]) -> str:
         ("A lexical search is a handful of SQLite statements (term statistics in one, the FTS5 "
         "candidates, the candidate rows) plus rescoring the candidates in Python. FTS5 ranks "
         "every chunk that matches a searched term, so cost grows with how common the query's "
-        "words are; words in more than 3% of chunks are left out of that step."),
+        "words are; words found in more than a set share of the chunks (`_COMMON_SHARE` in "
+        "`evacore/memory/lexical.py`) are left out of that step."),
     ]
     if wall is not None and cpu is not None:
         lines.append(f"At 100k chunks a search took {wall} ms of wall time (p50) and {cpu} ms of "

@@ -1,10 +1,14 @@
 """The benchmark runner behind `evacore bench`: finds `bench_<name>.py` modules, runs each
-one's `run(quick)`, keeps the rows per benchmark in `results.json` and renders RESULTS.md.
+one's `run(quick)` several times, keeps for every figure the median and the spread (min-max)
+over those runs, stores the rows per benchmark in RESULTS.json and renders RESULTS.md from
+this run's benchmarks only.
 
-Must not: measure anything itself or judge figures: each module returns its own rows
-(`bench, metric, value, unit, target, met, note`) and decides what a target is.
+Must not: measure anything itself or invent a target: each module returns its own rows
+(`bench, metric, value, unit, target, met, note`); the runner only re-judges a simple target
+(`<= 5 ms`, `>= 0.9`) against the median. A module that repeats its own measurements (it
+sets `REPEATS = 1` and returns rows with `spread` and `runs`) is run once.
 
-    python bench/runner.py [NAME ...] [--quick] [--output PATH]
+    python bench/runner.py [NAME ...] [--quick] [--repeats N] [--output PATH]
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import argparse
 import importlib.util
 import json
 import math
+import re
+import statistics
 import sys
 import time
 import traceback
@@ -29,7 +35,10 @@ if str(HERE) not in sys.path:
 
 import _report
 
-ROW_KEYS = ("bench", "metric", "value", "unit", "target", "met", "note")
+ROW_KEYS = ("bench", "metric", "value", "unit", "target", "met", "note", "spread", "runs")
+REPEATS = 3
+"""Runs of each benchmark in a full run (quick runs: one); a module may set its own."""
+_TARGET = re.compile(r"^\s*(<=|>=|<|>|=)\s*([-+]?[\d,]*\.?\d+)")
 
 
 class UnknownBench(LookupError):
@@ -91,15 +100,75 @@ def _clean(row: Any, name: str) -> dict[str, Any]:
     return out
 
 
-def run_one(name: str, path: Path, quick: bool) -> BenchRun:
-    """Run one module; an exception becomes the run's error, never the runner's."""
+def judge(target: Any, value: Any) -> bool | None:
+    """A simple target (`<= 5 ms`, `>= 0.9`, `= 0`, `>= 20x`) against a value; None when the
+    target is not of that form."""
+    if not isinstance(target, str) or not isinstance(value, int | float) \
+            or isinstance(value, bool):
+        return None
+    match = _TARGET.match(target)
+    if not match:
+        return None
+    op, bound = match.group(1), float(match.group(2).replace(",", ""))
+    return {"<=": value <= bound, ">=": value >= bound, "<": value < bound,
+            ">": value > bound, "=": value == bound}[op]
+
+
+def combine(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Rows of several runs of one module as one row per metric: the median value, its
+    spread (min, max) and the number of runs; the note of the run nearest the median; the
+    module's verdict re-judged on the median (an exact target such as `= 0` on every run, the
+    note then from a run that missed it; a majority of the runs' verdicts where the target is
+    not simple)."""
+    if len(runs) == 1:
+        return [{**r, "spread": r.get("spread"), "runs": r.get("runs") or 1} for r in runs[0]]
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for rows in runs:
+        for row in rows:
+            by_metric.setdefault(row["metric"], []).append(row)
+    out = []
+    for metric, rows in by_metric.items():
+        numbers = [r["value"] for r in rows if isinstance(r["value"], int | float)
+                   and not isinstance(r["value"], bool)]
+        first = rows[0]
+        if len(numbers) != len(rows) or not numbers:
+            out.append({**rows[-1], "spread": None, "runs": len(rows)})
+            continue
+        median = statistics.median(numbers)
+        if all(isinstance(n, int) for n in numbers) and median == int(median):
+            median = int(median)
+        nearest = min(rows, key=lambda r: abs(r["value"] - median))
+        met = None
+        if first.get("met") is not None:  # only figures the module judges are judged
+            target = str(first.get("target") or "")
+            if target.lstrip().startswith("=") and judge(target, median) is not None:
+                # an exact target (`= 0` errors) holds only if it held in every run
+                failing = [r for r in rows if not judge(target, r["value"])]
+                met = not failing
+                nearest = failing[0] if failing else nearest
+            else:
+                met = judge(target, median)
+                if met is None:
+                    verdicts = [bool(r.get("met")) for r in rows]
+                    met = verdicts.count(True) > len(verdicts) / 2
+        out.append({**nearest, "metric": metric, "value": median,
+                    "spread": [min(numbers), max(numbers)], "runs": len(rows), "met": met})
+    return out
+
+
+def run_one(name: str, path: Path, quick: bool, repeats: int | None = None) -> BenchRun:
+    """Run one module (`repeats` times, or its own `REPEATS`); an exception becomes the run's
+    error, never the runner's."""
     started = time.perf_counter()
     result = BenchRun(name)
     try:
         module = load(path)
         result.about = " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
-        rows = module.run(quick=quick)
-        result.rows = [_clean(row, name) for row in rows]
+        own = getattr(module, "REPEATS", None)
+        times = 1 if quick else int(own if own is not None else repeats or REPEATS)
+        runs = [[_clean(row, name) for row in module.run(quick=quick)]
+                for _ in range(max(1, times))]
+        result.rows = combine(runs)
         explain = getattr(module, "explain", None)
         if callable(explain):
             result.explanation = str(explain(result.rows) or "").strip()
@@ -122,14 +191,15 @@ def select(bench_dir: Path, names: list[str] | None) -> dict[str, Path]:
 
 
 def run_all(bench_dir: Path, names: list[str] | None = None, *, quick: bool = False,
-            progress: Callable[[str, BenchRun | None], None] | None = None) -> list[BenchRun]:
+            progress: Callable[[str, BenchRun | None], None] | None = None,
+            repeats: int | None = None) -> list[BenchRun]:
     """Run the selected benchmarks in name order; `progress(name, None)` before each one
     and `progress(name, run)` after it."""
     runs = []
     for name, path in select(bench_dir, names).items():
         if progress:
             progress(name, None)
-        run = run_one(name, path, quick)
+        run = run_one(name, path, quick, repeats)
         runs.append(run)
         if progress:
             progress(name, run)
@@ -143,7 +213,8 @@ def default_output(bench_dir: Path, quick: bool) -> Path:
 
 def store(runs: list[BenchRun], output: Path, *, command: str, quick: bool) -> Path:
     """Merge the runs into `<output stem>.json` next to `output` (benchmarks not run this
-    time keep their last figures) and write the Markdown rendering to `output`."""
+    time keep their last figures there) and write the Markdown rendering of this run's
+    benchmarks to `output`: every figure in it was measured by this command."""
     data_path = output.with_suffix(".json")
     try:
         saved: dict[str, Any] = json.loads(data_path.read_text()) if data_path.exists() else {}
@@ -160,8 +231,11 @@ def store(runs: list[BenchRun], output: Path, *, command: str, quick: bool) -> P
     output.parent.mkdir(parents=True, exist_ok=True)
     data_path.write_text(json.dumps({"benches": dict(sorted(sections.items()))}, indent=1,
                                     ensure_ascii=False) + "\n")
-    output.write_text(_report.markdown(dict(sorted(sections.items())), command=command,
-                                       date=date, machine=machine))
+    ran = {run.name for run in runs}
+    current = {k: v for k, v in sorted(sections.items()) if k in ran}
+    earlier = {k: v for k, v in sorted(sections.items()) if k not in ran}
+    output.write_text(_report.markdown(current, command=command, date=date, machine=machine,
+                                       earlier=earlier, data_name=data_path.name))
     return output
 
 
@@ -170,9 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="small smoke variant")
     parser.add_argument("--output", type=Path, default=None, help="Markdown file to write")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"runs of each benchmark (default {REPEATS}; quick: 1)")
     args = parser.parse_args(argv)
     try:
-        runs = run_all(HERE, args.names or None, quick=args.quick,
+        runs = run_all(HERE, args.names or None, quick=args.quick, repeats=args.repeats,
                        progress=lambda n, r: print(f"{n}: running…" if r is None else
                                                    f"{n}: {r.seconds:.1f} s", flush=True))
     except UnknownBench as exc:

@@ -32,7 +32,7 @@ BACKENDS = ("sqlite", "postgresql")
 # The heavy end-to-end folders run on SQLite only: their storage goes through the same store
 # code that the store, api, pipeline, memory, import, lore and durability tests run on both
 # backends. A module opts in with `pytestmark = pytest.mark.both_backends`;
-# EVACORE_TEST_ALL_BACKENDS=1 runs everything on both.
+# EVACORE_TEST_ALL_BACKENDS=1 (set by .ci/run) runs everything on both.
 SQLITE_ONLY_FOLDERS = ("generate", "agent_e2e", "assembly", "rules_integration", "telegram")
 TESTS_DIR = Path(__file__).parent
 
@@ -49,6 +49,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                or not any((FIXTURES / name).iterdir())]
     if missing:
         pytest.exit(f"the shared fixtures are required but {FIXTURES} lacks {missing}", 3)
+    listed = listed_fixtures(FIXTURES)
+    if not listed:
+        pytest.exit(f"the shared fixtures are required but {FIXTURES}/SOURCES.md lists none", 3)
+    gone = [name for name in listed if not (FIXTURES / name).is_file()]
+    if gone:
+        pytest.exit(f"the shared fixtures are required but {FIXTURES} lacks {gone}", 3)
+
+
+def listed_fixtures(folder: Path) -> list[str]:
+    """The fixture files SOURCES.md's table names (its first column, in backticks)."""
+    try:
+        text = (folder / "SOURCES.md").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [line.split("`", 2)[1] for line in text.splitlines() if line.startswith("| `")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

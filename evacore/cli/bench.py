@@ -46,21 +46,24 @@ def _runner(bench_dir: Path) -> ModuleType:
     return module
 
 
-def _show(run: Any, fmt: Any) -> None:
+def _show(run: Any, fmt: Any, spread: Any = None) -> None:
     if run.error:
         err.print(f"[red]{run.name} failed[/red] after {run.seconds:.1f} s:\n{run.error}")
         return
     table = Table(title=f"{run.name} ({run.seconds:.1f} s)", title_justify="left")
     table.add_column("metric", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
+    if spread is not None:
+        table.add_column("spread", justify="right", no_wrap=True)
     for column in ("unit", "target", "result"):
         table.add_column(column, no_wrap=True)
     table.add_column("note")
     for r in run.rows:
         met = r.get("met")
         result = "" if met is None else ("[green]met[/green]" if met else "[red]missed[/red]")
-        table.add_row(r["metric"], fmt(r["value"]), r.get("unit") or "", r.get("target") or "",
-                      result, str(r.get("note") or ""), end_section=False)
+        cells = [r["metric"], fmt(r["value"]), *([spread(r)] if spread is not None else []),
+                 r.get("unit") or "", r.get("target") or "", result, str(r.get("note") or "")]
+        table.add_row(*cells, end_section=False)
     console.print(table)
 
 
@@ -90,7 +93,7 @@ def bench(
         if run is None:
             err.print(f"running [bold]{name}[/bold]…")
         else:
-            _show(run, runner._report.fmt)
+            _show(run, runner._report.fmt, getattr(runner._report, "spread", None))
 
     runs = runner.run_all(folder, list(chosen), quick=quick, progress=progress)
     words = ["evacore", "bench", *(names or []), *(["--quick"] if quick else []),

@@ -64,6 +64,35 @@ async def started(pid_file: Path) -> None:
     raise AssertionError("the command did not start")
 
 
+def sleeps_of(pids: list[int]) -> list[int]:
+    """The `sleep` processes among `pids`."""
+    found = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+async def running_group(pid_file: Path, task: asyncio.Task) -> tuple[int, list[int]]:
+    """Once the command has written its group id: its two `sleep` processes, seen running
+    while the call is still going (proof the processes about to be killed were there)."""
+    await started(pid_file)
+    pgid = int(pid_file.read_text().split()[0])
+    sleeping = sleeps_of(live_members(pgid))
+    for _ in range(200):  # the foreground sleep may need a moment on a busy machine
+        if len(sleeping) >= 2:
+            break
+        await asyncio.sleep(0.01)
+        sleeping = sleeps_of(live_members(pgid))
+    assert not task.done(), "the call ended before its processes were seen running"
+    assert len(sleeping) == 2, f"both sleeps of group {pgid} should run, saw {sleeping}"
+    assert all(running(pid) for pid in sleeping)
+    return pgid, sleeping
+
+
 async def shell(ctx, command: str, **extra: object) -> tuple[str, bool]:
     outcome = await run_tool(default_registry(), "shell", json.dumps({"command": command, **extra}),
                              ctx)
@@ -98,41 +127,51 @@ async def test_r5_2_huge_output_is_capped_while_read(make_ctx) -> None:
     assert note == f"[… {3000009 - 10000} bytes of output dropped …]"
 
 
-async def test_r5_2_hanging_shell_is_killed_with_its_children(make_ctx) -> None:
+async def test_r5_2_hanging_shell_is_killed_with_its_children(make_ctx, workspace: Path) -> None:
     ctx = make_ctx(shell_kill_grace=0.2)
-    output, error = await shell(ctx, "echo $$; sleep 100 & sleep 100", timeout=0.5)
+    task = asyncio.create_task(shell(ctx, "echo $$ | tee pgid; sleep 100 & sleep 100",
+                                     timeout=1.5))
+    pgid, alive = await running_group(workspace / "pgid", task)
+    output, error = await asyncio.wait_for(task, 10)
     assert error
-    assert output.startswith("error: timed out after 0.5s; the command and its child processes "
+    assert output.startswith("error: timed out after 1.5s; the command and its child processes "
                              "were killed. Output so far:\n")
-    pgid = int(output.rsplit("\n", 2)[-2])
+    assert int(output.rsplit("\n", 2)[-2]) == pgid
     assert await survivors(pgid) == []
+    assert not any(running(pid) for pid in alive)
 
 
-async def test_r5_2_children_ignoring_sigterm_are_killed_too(make_ctx) -> None:
+async def test_r5_2_children_ignoring_sigterm_are_killed_too(make_ctx, workspace: Path) -> None:
     ctx = make_ctx(shell_kill_grace=0.2)
-    output, error = await shell(ctx, "echo $$; trap '' TERM; sleep 100 & sleep 100", timeout=0.3)
-    assert error
-    assert await survivors(int(output.rsplit("\n", 2)[-2])) == []
+    task = asyncio.create_task(shell(
+        ctx, "echo $$ | tee pgid; trap '' TERM; sleep 100 & sleep 100", timeout=1.5))
+    pgid, alive = await running_group(workspace / "pgid", task)
+    output, error = await asyncio.wait_for(task, 10)
+    assert error and int(output.rsplit("\n", 2)[-2]) == pgid
+    assert await survivors(pgid) == []
+    assert not any(running(pid) for pid in alive)
 
 
 async def test_r5_2_abort_kills_the_shell(make_ctx, workspace: Path) -> None:
     ctx = make_ctx(shell_kill_grace=0.2)
     task = asyncio.create_task(shell(ctx, "echo $$ > pgid; sleep 100 & sleep 100", timeout=60))
-    await started(workspace / "pgid")
+    pgid, alive = await running_group(workspace / "pgid", task)
     ctx.abort.set()
     output, error = await asyncio.wait_for(task, 5)
     assert error and output == "error: aborted"
-    assert await survivors(int((workspace / "pgid").read_text())) == []
+    assert await survivors(pgid) == []
+    assert not any(running(pid) for pid in alive)
 
 
 async def test_r5_2_cancelling_the_call_kills_the_shell(make_ctx, workspace: Path) -> None:
     task = asyncio.create_task(shell(make_ctx(shell_kill_grace=0.2),
                                      "echo $$ > pgid; sleep 100 & sleep 100", timeout=60))
-    await started(workspace / "pgid")
+    pgid, alive = await running_group(workspace / "pgid", task)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await survivors(int((workspace / "pgid").read_text())) == []
+    assert await survivors(pgid) == []
+    assert not any(running(pid) for pid in alive)
 
 
 async def test_r5_2_direct_abort_reports_the_output_so_far(make_ctx, workspace: Path) -> None:
@@ -142,7 +181,7 @@ async def test_r5_2_direct_abort_reports_the_output_so_far(make_ctx, workspace: 
     ctx = make_ctx(shell_kill_grace=0.2)
     task = asyncio.create_task(handler({"command": "echo $$ | tee pgid; sleep 100 & sleep 100"},
                                        ctx))
-    await started(workspace / "pgid")
+    _, alive = await running_group(workspace / "pgid", task)
     ctx.abort.set()
     with pytest.raises(ToolError) as caught:
         await asyncio.wait_for(task, 5)
@@ -150,6 +189,7 @@ async def test_r5_2_direct_abort_reports_the_output_so_far(make_ctx, workspace: 
     assert caught.value.message == ("aborted; the command and its child processes were killed. "
                                     f"Output so far:\n{pgid}")
     assert await survivors(int(pgid)) == []
+    assert not any(running(pid) for pid in alive)
 
 
 async def test_r5_2_background_process_holding_output_is_stopped(make_ctx) -> None:

@@ -1,4 +1,6 @@
-"""R5.2/R9.1: telegram_react goes through the tour's Telegram channel."""
+"""R5.2: the telegram_react tool hands the reaction to the tour's `telegram` service, an object
+of the `TelegramChannel` protocol (a fake here: these tests cover the tool's side of that
+protocol, not a Telegram channel)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ async def react(ctx, **args: object) -> tuple[str, bool]:
     return outcome.output, outcome.error
 
 
-async def test_r9_1_react_calls_the_channel(make_ctx) -> None:
+async def test_r5_2_react_hands_the_reaction_to_the_telegram_service(make_ctx) -> None:
     channel = FakeChannel()
     assert isinstance(channel, TelegramChannel)
     ctx = make_ctx("guest", frozenset({"telegram"}), services={"telegram": channel})

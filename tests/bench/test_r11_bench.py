@@ -1,10 +1,13 @@
-"""R11 `evacore bench`: discovery by file name, RESULTS.md with targets met or missed, figures
-of benchmarks not run kept, quick runs kept apart, and a real quick smoke run of the relay."""
+"""R11 `evacore bench`: discovery by file name, RESULTS.md with targets met or missed and each
+figure's median and spread over repeated runs, only this run's figures in RESULTS.md (those of
+benchmarks not run kept in RESULTS.json), quick runs kept apart, and a real quick smoke run of
+the relay."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -62,20 +65,24 @@ def test_r11_bench_writes_results_with_targets_and_keeps_failures(tmp_path: Path
     assert result.exit_code == 1, result.output  # one benchmark failed
     text = out.read_text()
     assert "## alpha" in text and "## boom" in text and "helper" not in text
-    assert "| speed | 1.50 | x | >= 2 | **missed** | full |" in text
-    assert "| size | 12,346 | B |  |  | a \\| pipe |" in text
+    assert "| speed | 1.50 | 1.50–1.50 (3 runs) | x | >= 2 | **missed** | full |" in text
+    assert "| size | 12,346 | 12,346–12,346 (3 runs) | B |  |  | a \\| pipe |" in text
     assert "### What limits it\n\nalpha is limited by 1.5" in text
     assert "RuntimeError: the boom benchmark broke" in text
     assert "## Machine" in text and "usable cores" in text
 
-    # Running one benchmark again replaces its figures and keeps the others' last ones.
+    # Running one benchmark again replaces its figures; RESULTS.md shows only what this run
+    # measured and names the others, whose last figures stay in the data file.
     (folder / "bench_alpha.py").write_text(_ALPHA.format(value=3))
     again = CliRunner().invoke(app, ["bench", "alpha", "--bench-dir", str(folder),
                                      "--output", str(out)])
     assert again.exit_code == 0, again.output
     text = out.read_text()
-    assert "| speed | 3 | x | >= 2 | met | full |" in text
-    assert "RuntimeError: the boom benchmark broke" in text
+    assert "| speed | 3 | 3–3 (3 runs) | x | >= 2 | met | full |" in text
+    assert "RuntimeError: the boom benchmark broke" not in text and "## boom" not in text
+    assert "Not run by this command: boom (" in text and "`R.json`, not here" in text
+    kept = json.loads((out.parent / "R.json").read_text())["benches"]
+    assert "the boom benchmark broke" in kept["boom"]["error"]
     assert f"`evacore bench alpha --bench-dir {folder} --output {out}` — " in text
 
 
@@ -85,7 +92,7 @@ def test_r11_bench_quick_runs_never_replace_results_md(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert not (folder / "RESULTS.md").exists()
     text = (folder / "RESULTS.quick.md").read_text()
-    assert "| speed | 2 | x | >= 2 | met | quick |" in text and "(quick variant)" in text
+    assert "| speed | 2 | 1 run | x | >= 2 | met | quick |" in text and "(quick variant)" in text
 
 
 def test_r11_bench_lists_and_rejects_unknown_names(tmp_path: Path) -> None:
@@ -170,3 +177,51 @@ async def test_r11_bench_load_client_counts_tokens_and_cut_streams() -> None:
         for writer in hanging:
             writer.close()
         server.close()
+
+
+def test_r11_bench_figures_are_medians_with_their_spread_over_runs(tmp_path: Path) -> None:
+    """A benchmark whose figure differs between runs is shown by its median and min-max, and
+    its target is judged on the median, not on the last run."""
+    folder = _bench_dir(tmp_path)
+    for name in ("bench_alpha.py", "bench_boom.py"):
+        (folder / name).unlink()
+    (folder / "bench_drift.py").write_text('''"""Drift: a figure that changes per run."""
+SEEN = []
+
+
+def run(quick: bool = False) -> list[dict]:
+    SEEN.append(1)
+    value = {1: 9.0, 2: 1.0, 3: 4.0}[len(SEEN)]
+    return [{"bench": "drift", "metric": "ms", "value": value, "unit": "ms",
+             "target": "<= 5 ms", "met": value <= 5, "note": f"run {len(SEEN)}"}]
+''')
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(app, ["bench", "--bench-dir", str(folder), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "| ms | 4.00 | 1.00–9.00 (3 runs) | ms | <= 5 ms | met | run 3 |" in out.read_text()
+
+
+def test_r11_bench_an_exact_target_must_hold_in_every_run(tmp_path: Path) -> None:
+    """`= 0` errors is missed when any run had an error, even if the median is 0; a target the
+    module left unjudged stays unjudged."""
+    folder = _bench_dir(tmp_path)
+    for name in ("bench_alpha.py", "bench_boom.py"):
+        (folder / name).unlink()
+    (folder / "bench_errs.py").write_text('''"""Errs: one run of three has an error."""
+SEEN = []
+
+
+def run(quick: bool = False) -> list[dict]:
+    SEEN.append(1)
+    errors = 1 if len(SEEN) == 2 else 0
+    return [{"bench": "errs", "metric": "errors", "value": errors, "unit": "errors",
+             "target": "= 0", "met": errors == 0, "note": f"run {len(SEEN)}"},
+            {"bench": "errs", "metric": "p99", "value": 900.0, "unit": "µs",
+             "target": "< 200 µs", "met": None, "note": "informative"}]
+''')
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(app, ["bench", "--bench-dir", str(folder), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "| errors | 0 | 0–1 (3 runs) | errors | = 0 | **missed** | run 2 |" in text
+    assert "| p99 | 900.0 | 900.0–900.0 (3 runs) | µs | < 200 µs |  | informative |" in text

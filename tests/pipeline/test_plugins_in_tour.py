@@ -166,6 +166,25 @@ def shout(env, text=""):
 '''
 
 
+PLUGIN_BOOM = '''
+from evacore.plugins import Plugin
+plugin = Plugin(name="boomer", version="1.0")
+
+@plugin.interceptor(priority=5, capabilities=["prompt:write"])
+async def explode(ctx):
+    raise RuntimeError("boomer broke")
+'''
+
+
+def _failures_metric(text: str, plugin: str) -> float:
+    """evacore_plugin_failures_total summed over one plugin's label sets."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("evacore_plugin_failures_total{") and f'plugin="{plugin}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 @pytest.fixture
 async def plugins_client(settings: Settings, request: pytest.FixtureRequest):
     """A core whose plugins directory holds the files of the test's `plugin_files` mark."""
@@ -244,3 +263,28 @@ async def test_r3_plugin_macros_follow_the_plugin_state_live(plugins_client) -> 
     assert await said() == "QUIET PLEASE"  # no restart needed
     await c.patch("/v1/plugins/loud", json={"enabled": False})
     assert await said() == "{{shout::quiet please}}"
+
+
+@pytest.mark.plugin_files({"boomer.py": PLUGIN_BOOM})
+async def test_r8_6_plugin_failures_are_counted_in_stats_and_metrics(plugins_client) -> None:
+    """A hook that raises in real tours shows in `GET /v1/stats` (`plugins.failures`, per plugin
+    with its last error) and in the Prometheus counter, one count per failing call."""
+    c = plugins_client
+    before = (await c.get("/v1/stats")).json()
+    assert before["plugins"]["failures"] == 0
+    assert before["plugins"]["by_plugin"]["boomer"]["failures"] == 0
+    metric_before = _failures_metric((await c.get("/metrics")).text, "boomer")
+
+    granted = await c.patch("/v1/plugins/boomer", json={"permissions": ["prompt:write"]})
+    assert granted.status_code == 200, granted.text
+    chat = (await c.post("/v1/chats", json={})).json()
+    for text in ("one", "two"):
+        r = await c.post(f"/v1/chats/{chat['id']}/generate",
+                         json={"message": {"content": text}, "stream": False})
+        assert r.status_code == 200, r.text  # a failing hook never fails the tour
+
+    stats = (await c.get("/v1/stats")).json()["plugins"]
+    assert stats["by_plugin"]["boomer"]["failures"] == 2
+    assert "boomer broke" in stats["by_plugin"]["boomer"]["last_error"]
+    assert stats["failures"] == 2  # no other plugin failed
+    assert _failures_metric((await c.get("/metrics")).text, "boomer") - metric_before == 2

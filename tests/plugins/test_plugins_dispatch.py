@@ -107,11 +107,13 @@ async def test_r3_2_a_hook_past_its_timeout_is_cancelled_and_the_tour_goes_on(lo
             import asyncio
             from evacore.plugins import Plugin
             plugin = Plugin(name="slow", version="1")
-            state = {"cancelled": False}
+            state = {"sleeping": False, "cancelled": False, "stubborn_sleeping": False,
+                     "stubborn_cancelled": False}
 
             @plugin.interceptor(priority=1, timeout=0.05)
             async def sleeps(ctx):
                 ctx.messages[1]["content"] = "edited before the deadline"
+                state["sleeping"] = True
                 try:
                     await asyncio.sleep(30)
                 except asyncio.CancelledError:
@@ -121,10 +123,11 @@ async def test_r3_2_a_hook_past_its_timeout_is_cancelled_and_the_tour_goes_on(lo
             @plugin.interceptor(priority=2, timeout=0.05)
             async def stubborn(ctx):
                 ctx.messages[1]["content"] = "swallowed the cancellation"
+                state["stubborn_sleeping"] = True
                 try:
                     await asyncio.sleep(30)
                 except asyncio.CancelledError:
-                    pass
+                    state["stubborn_cancelled"] = True
 
             @plugin.interceptor(priority=3)
             async def after(ctx):
@@ -139,8 +142,10 @@ async def test_r3_2_a_hook_past_its_timeout_is_cancelled_and_the_tour_goes_on(lo
     assert outcomes["slow.stubborn"] == ("timeout", "timeout after 0.05s")
     assert outcomes["slow.after"][0] == "applied"
     assert result.messages[1]["content"] == "message 1!"
-    module = manager.plugin("slow").hooks[0].fn.__globals__
-    assert module["state"]["cancelled"] is True
+    state = manager.plugin("slow").hooks[0].fn.__globals__["state"]
+    # both hooks were asleep when their deadline came, and both saw the cancellation
+    assert state == {"sleeping": True, "cancelled": True, "stubborn_sleeping": True,
+                     "stubborn_cancelled": True}
 
 
 async def test_r3_3_a_hook_sees_the_abort_signal_fire(load_plugins: Loader) -> None:
@@ -176,16 +181,27 @@ async def test_r3_3_the_tours_own_cancellation_propagates(load_plugins: Loader) 
             from evacore.plugins import Plugin
             plugin = Plugin(name="sleepy", version="1")
 
+            asleep = asyncio.Event()
+            state = {"cancelled": False}
+
             @plugin.interceptor(timeout=30)
             async def sleeps(ctx):
-                await asyncio.sleep(30)
+                asleep.set()
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    state["cancelled"] = True
+                    raise
         """,
     })
+    module = manager.plugin("sleepy").hooks[0].fn.__globals__
     task = asyncio.create_task(manager.dispatcher.run_interceptors(prompt(), ctx_base=tour()))
-    await asyncio.sleep(0.02)
+    await asyncio.wait_for(module["asleep"].wait(), 5)  # the hook is running before the cancel
+    assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert module["state"]["cancelled"] is True
     assert manager.state("sleepy").failures == 0
 
 
