@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -68,6 +71,24 @@ class ServerProcess:
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+
+@contextlib.contextmanager
+def server_pair(data_dir: Path, db_url: str, token: str) -> Iterator[tuple[ServerProcess,
+                                                                             ServerProcess]]:
+    """Two `evacore serve` processes on one database, started at once, killed at the end."""
+    a = ServerProcess(data_dir / "a", db_url, token)
+    b = ServerProcess(data_dir / "b", db_url, token)
+    starters = [threading.Thread(target=s.start) for s in (a, b)]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join()
+    try:
+        yield a, b
+    finally:
+        a.kill()
+        b.kill()
 
 
 def parse_sse(body: str) -> list[tuple[str, Any]]:

@@ -64,9 +64,6 @@ class Turn:
         self._held = True
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._held:
-            self._held = False
-            self._lock.release()
         self.leave()
 
     def leave(self) -> None:

@@ -5,7 +5,6 @@ each followed by its own answer; `turn` counts them all."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -15,30 +14,15 @@ import pytest
 
 from evacore.config import Settings
 from tests.conftest import MASTER_TOKEN, wipe
-from tests.helpers import ServerProcess
+from tests.generate.helpers import shown
+from tests.helpers import ServerProcess, server_pair
 
 
 @pytest.fixture
 def pair(settings: Settings, tmp_path: Path) -> Any:
     asyncio.run(wipe(settings.db_url))
-    a = ServerProcess(tmp_path / "a", settings.db_url, MASTER_TOKEN)
-    b = ServerProcess(tmp_path / "b", settings.db_url, MASTER_TOKEN)
-    starters = [threading.Thread(target=s.start) for s in (a, b)]
-    for t in starters:
-        t.start()
-    for t in starters:
-        t.join()
-    try:
-        yield a, b
-    finally:
-        a.kill()
-        b.kill()
-
-
-def _text(message: dict[str, Any]) -> str:
-    active = message.get("active_variant")
-    return next((v["content"] for v in message.get("variants") or [] if v["id"] == active),
-                message["content"])
+    with server_pair(tmp_path, settings.db_url, MASTER_TOKEN) as pair:
+        yield pair
 
 
 def test_r14_5_generates_on_two_instances_take_turns_on_one_chat(pair: Any) -> None:
@@ -63,7 +47,7 @@ def test_r14_5_generates_on_two_instances_take_turns_on_one_chat(pair: Any) -> N
         turn = c.get(f"/v1/chats/{chat}").json()["turn"]
     roles = [m["role"] for m in stored]
     assert roles == ["user", "assistant"] * 6, roles
-    pairs = [(_text(stored[i]), _text(stored[i + 1])) for i in range(0, 12, 2)]
+    pairs = [(shown(stored[i]), shown(stored[i + 1])) for i in range(0, 12, 2)]
     assert sorted(u for u, _ in pairs) == sorted(said)
     assert all(answer == f"(mock) You said: {user}" for user, answer in pairs), pairs
     assert turn == 6

@@ -10,37 +10,20 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.generate.helpers import messages, parse_sse
-
-
-async def _mock_chat(client: httpx.AsyncClient, script: list[dict[str, Any]]) -> str:
-    r = await client.post("/v1/connections", json={
-        "name": "slow mock", "kind": "mock", "params": {"script": script}})
-    assert r.status_code == 201, r.text
-    r = await client.post("/v1/chats", json={"connection_id": r.json()["id"]})
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
-
-
-def _text(message: dict[str, Any]) -> str:
-    active = message.get("active_variant")
-    for v in message.get("variants") or []:
-        if v["id"] == active:
-            return v["content"]
-    return message["content"]
+from tests.generate.helpers import messages, mock_chat, parse_sse, shown
 
 
 def _pairs(stored: list[dict[str, Any]]) -> list[tuple[str, str]]:
     roles = [m["role"] for m in stored]
     assert roles == ["user", "assistant"] * (len(stored) // 2), roles
-    return [(_text(stored[i]), _text(stored[i + 1])) for i in range(0, len(stored), 2)]
+    return [(shown(stored[i]), shown(stored[i + 1])) for i in range(0, len(stored), 2)]
 
 
 @pytest.mark.parametrize("stream", [True, False])
 async def test_r2_1_six_generates_at_once_each_stored_once_with_its_answer(
     client: httpx.AsyncClient, stream: bool
 ) -> None:
-    chat = await _mock_chat(client, [{"delay": 0.05, "token_delay": 0.01}])
+    chat = await mock_chat(client, [{"delay": 0.05, "token_delay": 0.01}])
     said = [f"message number {i}" for i in range(6)]
     answers = await asyncio.gather(*(
         client.post(f"/v1/chats/{chat}/generate",
@@ -64,7 +47,7 @@ async def test_r2_1_six_generates_at_once_each_stored_once_with_its_answer(
 async def test_r2_1_regenerates_and_turns_mixed_keep_the_chat_consistent(
     client: httpx.AsyncClient
 ) -> None:
-    chat = await _mock_chat(client, [{"delay": 0.03}])
+    chat = await mock_chat(client, [{"delay": 0.03}])
     r = await client.post(f"/v1/chats/{chat}/generate",
                           json={"message": {"content": "first"}, "stream": False})
     assert r.status_code == 200, r.text
@@ -75,14 +58,14 @@ async def test_r2_1_regenerates_and_turns_mixed_keep_the_chat_consistent(
         for b in bodies))
     assert all(r.status_code in (200, 422) for r in answers), [r.text for r in answers]
     stored = await messages(client, chat)
-    users = [_text(m) for m in stored if m["role"] == "user"]
+    users = [shown(m) for m in stored if m["role"] == "user"]
     assert sorted(users) == ["first", "second", "third"]
     roles = [m["role"] for m in stored]
     assert roles == ["user", "assistant"] * 3, roles
 
 
 async def test_r2_1_an_aborted_waiting_tour_stores_nothing(client: httpx.AsyncClient) -> None:
-    chat = await _mock_chat(client, [{"match": "slow", "delay": 1.0}, {"delay": 0}])
+    chat = await mock_chat(client, [{"match": "slow", "delay": 1.0}, {"delay": 0}])
     first = asyncio.ensure_future(client.post(
         f"/v1/chats/{chat}/generate", json={"message": {"content": "slow one"},
                                             "stream": False}))
@@ -95,5 +78,5 @@ async def test_r2_1_an_aborted_waiting_tour_stores_nothing(client: httpx.AsyncCl
     r = await first
     assert r.status_code == 200, r.text
     await asyncio.sleep(0.3)
-    texts = [_text(m) for m in await messages(client, chat)]
+    texts = [shown(m) for m in await messages(client, chat)]
     assert "never stored" not in texts and texts[0] == "slow one"

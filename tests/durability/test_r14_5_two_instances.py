@@ -5,7 +5,6 @@ a second; a client op sent by A's tour is answered through B and the tour goes o
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 
 from evacore.config import Settings
 from tests.conftest import MASTER_TOKEN, wipe
-from tests.helpers import ServerProcess
+from tests.helpers import ServerProcess, server_pair
 
 OPS = [{"name": "run", "description": "Run a command on my laptop.",
         "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
@@ -95,18 +94,8 @@ def pair(settings: Settings, tmp_path: Path) -> Any:
     import asyncio
 
     asyncio.run(wipe(settings.db_url))
-    a = ServerProcess(tmp_path / "a", settings.db_url, MASTER_TOKEN)
-    b = ServerProcess(tmp_path / "b", settings.db_url, MASTER_TOKEN)
-    starters = [threading.Thread(target=s.start) for s in (a, b)]  # both at once
-    for t in starters:
-        t.start()
-    for t in starters:
-        t.join()
-    try:
-        yield a, b
-    finally:
-        a.kill()
-        b.kill()
+    with server_pair(tmp_path, settings.db_url, MASTER_TOKEN) as pair:
+        yield pair
 
 
 def test_r14_5_a_tour_on_a_is_aborted_through_b_within_a_second(pair: Any) -> None:

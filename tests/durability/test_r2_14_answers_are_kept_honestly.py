@@ -14,15 +14,7 @@ import pytest
 
 from evacore.core import Core
 from evacore.pipeline.request import TourRequest
-from tests.generate.helpers import messages, parse_sse
-
-
-async def _chat(client: httpx.AsyncClient, script: list[dict[str, Any]]) -> str:
-    r = await client.post("/v1/connections", json={
-        "name": "mock", "kind": "mock", "params": {"script": script}})
-    assert r.status_code == 201, r.text
-    r = await client.post("/v1/chats", json={"connection_id": r.json()["id"]})
-    return r.json()["id"]
+from tests.generate.helpers import messages, mock_chat, parse_sse, variant
 
 
 async def _abort_after(core: Core, chat: str, text: str, event: str) -> str:
@@ -43,21 +35,17 @@ async def _last_prompt(client: httpx.AsyncClient, tour_id: str) -> list[dict[str
     return tour["diagnostics"]["requests"][0]["body"]["messages"]
 
 
-def _active(message: dict[str, Any]) -> dict[str, Any]:
-    return next(v for v in message["variants"] if v["id"] == message["active_variant"])
-
-
 async def test_r2_14_a_stopped_answer_stays_but_is_not_replayed_until_edited(
     client: httpx.AsyncClient, core: Core
 ) -> None:
-    chat = await _chat(client, [
+    chat = await mock_chat(client, [
         {"match": "long", "text": "Once upon a time in a kingdom far away " * 20,
          "token_delay": 0.05},
         {"text": "Short answer."}])
     await _abort_after(core, chat, "tell me a long story", "delta")
     stored = await messages(client, chat)
     assert [m["role"] for m in stored] == ["user", "assistant"]
-    stopped = _active(stored[1])
+    stopped = variant(stored[1])
     assert stopped["status"] == "aborted" and stopped["content"].startswith("Once"), stopped
     r = await client.post(f"/v1/chats/{chat}/generate",
                           json={"message": {"content": "and now?"}, "stream": False})
@@ -67,7 +55,7 @@ async def test_r2_14_a_stopped_answer_stays_but_is_not_replayed_until_edited(
     # an edit makes the stopped answer the person's own, whole: it is sent from then on
     r = await client.patch(f"/v1/chats/{chat}/messages/{stored[1]['id']}",
                            json={"content": "Once upon a time, the end."})
-    assert r.status_code == 200 and _active(r.json())["status"] == "complete"
+    assert r.status_code == 200 and variant(r.json())["status"] == "complete"
     r = await client.post(f"/v1/chats/{chat}/generate",
                           json={"message": {"content": "again"}, "stream": False})
     sent = await _last_prompt(client, r.json()["tour_id"])
@@ -80,7 +68,7 @@ async def test_r2_14_a_held_answer_stopped_before_judgement_is_not_stored(
     r = await client.post("/v1/rules", json={"name": "no_shouting", "scope": "text",
                                              "condition": "SHOUT", "text": "Speak softly."})
     assert r.status_code == 201
-    chat = await _chat(client, [{"text": "I SHOUT " + "and shout more " * 40,
+    chat = await mock_chat(client, [{"text": "I SHOUT " + "and shout more " * 40,
                                  "token_delay": 0.05}])
     tour_id = await _abort_after(core, chat, "hi", "hold")
     tour = (await client.get(f"/v1/tours/{tour_id}")).json()
@@ -97,14 +85,14 @@ async def test_r2_14_a_failing_extra_record_keeps_the_answer_and_ends_the_tour(
         raise RuntimeError("the firings table is gone")
 
     core.save_hooks.append(broken)
-    chat = await _chat(client, [{"text": "A whole answer."}])
+    chat = await mock_chat(client, [{"text": "A whole answer."}])
     r = await client.post(f"/v1/chats/{chat}/generate",
                           json={"message": {"content": "hi"}, "stream": False})
     assert r.status_code == 200, r.text
     tour = (await client.get(f"/v1/tours/{r.json()['tour_id']}")).json()
     assert tour["status"] == "completed" and "save_problem" in tour["diagnostics"]
     stored = await messages(client, chat)
-    assert _active(stored[-1])["content"] == "A whole answer."
+    assert variant(stored[-1])["content"] == "A whole answer."
     assert (await client.get(f"/v1/chats/{chat}")).json()["turn"] == 1
 
 
@@ -117,7 +105,7 @@ async def test_r2_14_a_save_that_cannot_store_the_answer_still_ends_the_tour(
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(save, "_store_answer", refuse)
-    chat = await _chat(client, [{"text": "Lost words."}])
+    chat = await mock_chat(client, [{"text": "Lost words."}])
     r = await client.post(f"/v1/chats/{chat}/generate",
                           json={"message": {"content": "hi"}})
     assert r.status_code == 200
@@ -132,11 +120,11 @@ async def test_r2_14_a_save_that_cannot_store_the_answer_still_ends_the_tour(
 async def test_r2_14_a_nul_from_the_model_is_stored_as_a_replacement_character(
     client: httpx.AsyncClient
 ) -> None:
-    chat = await _chat(client, [{"text": "before\u0000after"}])
+    chat = await mock_chat(client, [{"text": "before\u0000after"}])
     r = await client.post(f"/v1/chats/{chat}/generate",
                           json={"message": {"content": "hi"}, "stream": False})
     assert r.status_code == 200, r.text
     tour = (await client.get(f"/v1/tours/{r.json()['tour_id']}")).json()
     assert tour["status"] == "completed"
     stored = await messages(client, chat)
-    assert _active(stored[-1])["content"] == "before\ufffdafter"
+    assert variant(stored[-1])["content"] == "before\ufffdafter"

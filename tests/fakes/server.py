@@ -382,3 +382,27 @@ class LoopbackServer:
                 return False
             await asyncio.sleep(0.002)
         return True
+
+
+class Served:
+    """What a fake built on a `LoopbackServer` (its `server`) offers: start and stop, a `with`
+    block, and the server's `url`."""
+
+    server: LoopbackServer
+
+    def start(self) -> Self:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return self.server.url

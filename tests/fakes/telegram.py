@@ -21,11 +21,11 @@ import urllib.parse
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import Any, Self
+from typing import Any
 
 import orjson
 
-from tests.fakes.server import ClientGone, Exchange, LoopbackServer
+from tests.fakes.server import ClientGone, Exchange, LoopbackServer, Served
 
 TOKEN = "123456789:TEST-fake_bot_token_0123456789abcdef"
 BOT_ID = 123456789
@@ -75,7 +75,7 @@ def user(uid: int, first: str = "Alex", last: str | None = None,
     return out
 
 
-class FakeBotApi:
+class FakeBotApi(Served):
     def __init__(self, token: str = TOKEN, *, privacy: bool = True) -> None:
         self.token = token
         self.privacy = privacy
@@ -90,24 +90,6 @@ class FakeBotApi:
         self._polls: list[Call] = []
         self._lock = threading.Lock()
         self.server = LoopbackServer(self._handle)
-
-    # lifecycle
-    def start(self) -> Self:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
     # what a test does
     def fail(self, method: str, status: int, description: str = "", *, times: int = 1,

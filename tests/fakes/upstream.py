@@ -10,13 +10,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import Any
 
 from evacore.providers.base import Connection, Timeouts
 from tests.fakes import anthropic_wire, kobold_wire, openai_wire
 from tests.fakes._frames import Frame
 from tests.fakes.script import Reply, Script
-from tests.fakes.server import Exchange, LoopbackServer, RecordedRequest
+from tests.fakes.server import Exchange, LoopbackServer, RecordedRequest, Served
 
 FAKE_API_KEY = "sk-fake-secret-key-0123456789"
 BASE_PATHS = {"openai-chat": "/v1", "openai-text": "/v1", "anthropic": "", "kobold": ""}
@@ -75,7 +75,7 @@ SIDE_ROUTES: dict[str, Callable[[Any], dict[str, Any]]] = {
 }
 
 
-class FakeUpstream:
+class FakeUpstream(Served):
     """`kind` only picks `base_url` and what `connection()` builds; every route is served."""
 
     def __init__(self, kind: str = "openai-chat", script: Script | None = None) -> None:
@@ -87,25 +87,7 @@ class FakeUpstream:
         self.aborted_genkeys: list[str] = []
         self._lock = threading.Lock()
 
-    # lifecycle
-    def start(self) -> Self:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # what tests look at
-    @property
-    def url(self) -> str:
-        return self.server.url
-
     @property
     def base_url(self) -> str:
         return self.server.url + BASE_PATHS[self.kind]

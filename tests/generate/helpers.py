@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from tests.fakes.upstream import FAKE_API_KEY, FakeUpstream
-from tests.helpers import parse_sse  # noqa: F401 - re-exported for the tests here
+from tests.helpers import parse_sse
 
 FAST_TIMEOUTS = {"connect": 2, "first_token": 5, "idle": 5, "total": 20}
 
@@ -79,3 +79,18 @@ def variant(message: dict[str, Any], variant_id: str | None = None) -> dict[str,
     """The active (or the named) variant of a stored message."""
     wanted = variant_id or message["active_variant"]
     return next(v for v in message["variants"] if v["id"] == wanted)
+
+
+def shown(message: dict[str, Any]) -> str:
+    """What a stored message says: its active variant's text, or its own."""
+    return variant(message)["content"] if message.get("active_variant") else message["content"]
+
+
+async def mock_chat(client: httpx.AsyncClient, script: list[dict[str, Any]]) -> str:
+    """A chat on a `mock` connection that follows `script` (evacore/providers/mock.py)."""
+    r = await client.post("/v1/connections", json={
+        "name": "mock", "kind": "mock", "params": {"script": script}})
+    assert r.status_code == 201, r.text
+    r = await client.post("/v1/chats", json={"connection_id": r.json()["id"]})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]

@@ -3,6 +3,7 @@ is re-applied after interceptors; permissions are granted over the API."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 
 import httpx
@@ -48,23 +49,30 @@ async def sneaky(ctx):
 
 @pytest.fixture
 async def plugin_client(settings: Settings):
+    async with _client_with(settings, {"shouter.py": PLUGIN_A, "padder.py": PLUGIN_B,
+                                       "reader.py": PLUGIN_C}) as c:
+        yield c
+
+
+@contextlib.asynccontextmanager
+async def _client_with(settings: Settings, files: dict[str, str]):
+    """An API client of a fresh core whose plugins directory holds `files` (name → source)."""
     from evacore.server.app import create_app
+    from tests.conftest import MASTER_TOKEN
 
     plugins = settings.data_dir / "plugins"
     plugins.mkdir(parents=True, exist_ok=True)
-    (plugins / "shouter.py").write_text(textwrap.dedent(PLUGIN_A))
-    (plugins / "padder.py").write_text(textwrap.dedent(PLUGIN_B))
-    (plugins / "reader.py").write_text(textwrap.dedent(PLUGIN_C))
+    for name, source in files.items():
+        (plugins / name).write_text(textwrap.dedent(source))
     await wipe(settings.db_url)
     core = await start_core(settings)
-    app = create_app(core=core)
-    from tests.conftest import MASTER_TOKEN
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t", timeout=30,
-                                 headers={"Authorization": f"Bearer {MASTER_TOKEN}"}) as c:
-        yield c
-    await core.aclose()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(core=core)),
+                                     base_url="http://t", timeout=30,
+                                     headers={"Authorization": f"Bearer {MASTER_TOKEN}"}) as c:
+            yield c
+    finally:
+        await core.aclose()
 
 
 async def test_r3_4_plugins_wait_for_permission_then_run_and_log(plugin_client) -> None:
@@ -188,21 +196,9 @@ def _failures_metric(text: str, plugin: str) -> float:
 @pytest.fixture
 async def plugins_client(settings: Settings, request: pytest.FixtureRequest):
     """A core whose plugins directory holds the files of the test's `plugin_files` mark."""
-    from evacore.server.app import create_app
-    from tests.conftest import MASTER_TOKEN
-
-    plugins = settings.data_dir / "plugins"
-    plugins.mkdir(parents=True, exist_ok=True)
-    for name, source in request.node.get_closest_marker("plugin_files").args[0].items():
-        (plugins / name).write_text(textwrap.dedent(source))
-    await wipe(settings.db_url)
-    core = await start_core(settings)
-    app = create_app(core=core)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t", timeout=30,
-                                 headers={"Authorization": f"Bearer {MASTER_TOKEN}"}) as c:
+    async with _client_with(settings, request.node.get_closest_marker("plugin_files").args[0]
+                            ) as c:
         yield c
-    await core.aclose()
 
 
 async def _generate(c: httpx.AsyncClient, chat_id: str, text: str) -> dict:
