@@ -44,6 +44,7 @@ class Streaming:
         if stored_prefix:
             parts.append(stored_prefix)
         reasoning: list[str] = []
+        seam = "continue_postfix" in tour.data
         events = tour.data.pop("events_iter")
         sink = tour.events
         sink.max_bytes = core.settings.limits.event_queue_bytes
@@ -56,7 +57,8 @@ class Streaming:
                         text = await stream_hooks.feed(text)
                     if not text:
                         continue
-                    if not tour.data["partial_tokens"] and tour.data.get("continue_postfix"):
+                    if seam:  # the first text of a continue whose text got a postfix
+                        seam = False
                         prefix = _drop_postfix(tour, parts, prefix, text)
                     parts.append(text)
                     tour.data["partial_tokens"] = True
