@@ -100,15 +100,13 @@ async def relay_answer(session: AsyncSession, tour_id: str, call_id: str, conten
 
 async def take_answers(session: AsyncSession, calls: list[tuple[str, str]]
                        ) -> list[ClientOpAnswer]:
-    """The relayed answers to these (tour id, call id) pairs, removed as they are taken."""
+    """The relayed answers to these (tour id, call id) pairs. A taken row stays until its
+    tour ends (`drop_answers`): a second answer relayed meanwhile meets it and is a 409,
+    whichever instance it reaches."""
     if not calls:
         return []
     key = tuple_(ClientOpAnswer.tour_id, ClientOpAnswer.call_id)
-    rows = list((await session.scalars(select(ClientOpAnswer).where(key.in_(calls)))).all())
-    if rows:
-        await session.execute(delete(ClientOpAnswer).where(
-            key.in_([(r.tour_id, r.call_id) for r in rows])))
-    return rows
+    return list((await session.scalars(select(ClientOpAnswer).where(key.in_(calls)))).all())
 
 
 async def drop_answers(session: AsyncSession, tour_ids: list[str]) -> None:
