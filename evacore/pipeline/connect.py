@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from evacore.providers._pools import SpreadTransport
+from evacore.providers._stream_client import StreamClient
 from evacore.providers.base import Connection, Provider, Timeouts, make_provider
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ class ProviderPool:
                 limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100)),
             follow_redirects=False,
         )
+        self.streams = StreamClient()
         self._providers: dict[tuple[Any, ...], Provider] = {}
 
     def get(self, snapshot: dict[str, Any]) -> Provider:
@@ -36,7 +38,8 @@ class ProviderPool:
         )
         provider = self._providers.get(key)
         if provider is None:
-            provider = make_provider(to_connection(snapshot), client=self.client)
+            provider = make_provider(to_connection(snapshot), client=self.client,
+                                     streams=self.streams)
             self._providers = {k: v for k, v in self._providers.items() if k[0] != key[0]}
             self._providers[key] = provider
         return provider
@@ -45,6 +48,7 @@ class ProviderPool:
         for provider in self._providers.values():
             await provider.aclose()
         await self.client.aclose()
+        await self.streams.aclose()
 
 
 def to_connection(snapshot: dict[str, Any]) -> Connection:

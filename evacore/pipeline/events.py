@@ -11,6 +11,8 @@ Must not: format SSE or know about HTTP; it only carries (name, data) pairs in o
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,10 +31,15 @@ def cost(name: str, data: dict[str, Any]) -> int:
 
 
 class EventSink:
-    """An in-order queue of events; `close()` ends the iteration."""
+    """An in-order queue of events; `close()` ends the iteration.
+
+    A deque and one waiter per reader, not an `asyncio.Queue`: a relayed token is one
+    `emit` and, at most, one reader's wake-up.
+    """
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._items: deque[Any] = deque()
+        self._waiters: list[asyncio.Future[None]] = []
         self.closed = False
         self.history: list[tuple[str, dict[str, Any]]] | None = None
         self.max_bytes = max_bytes
@@ -41,6 +48,9 @@ class EventSink:
         self.peak_bytes = 0
         self.waits = 0
         """How many times the producer waited for the reader (back-pressure applied)."""
+        self.pending_since = 0.0
+        """`time.perf_counter()` when the oldest event no reader has taken was emitted; 0
+        when a reader took everything (the producer uses it to let the reader run)."""
         self._readers = 0
         self._space = asyncio.Event()
         self._space.set()
@@ -53,7 +63,22 @@ class EventSink:
         size = cost(name, data)
         self.queued_bytes += size
         self.peak_bytes = max(self.peak_bytes, self.queued_bytes)
-        self._queue.put_nowait((name, data, size))
+        if not self._items:
+            self.pending_since = time.perf_counter()
+        self._items.append((name, data, size))
+        if self._waiters:
+            self._wake()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    @property
+    def read(self) -> bool:
+        """A reader is attached (a streaming channel)."""
+        return self._readers > 0
 
     @property
     def full(self) -> bool:
@@ -73,7 +98,8 @@ class EventSink:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._queue.put_nowait(_END)
+            self._items.append(_END)
+            self._wake()
             self._space.set()
 
     def record(self) -> None:
@@ -94,38 +120,42 @@ class EventSink:
             self._space.set()  # nobody reads any more: the producer must not wait for them
 
     async def __aiter__(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        self._attach()
-        try:
-            while True:
-                item = await self._queue.get()
-                if item is _END:
-                    return
-                self._took(item[2])
-                yield item[0], item[1]
-        finally:
-            self._detach()
+        async for batch in self.batches():
+            for event in batch:
+                yield event
 
     async def batches(self) -> AsyncIterator[list[tuple[str, dict[str, Any]]]]:
         """The events in order, each wait answered with every event queued by then: when a
         provider sends a burst, the channel writes it at once instead of event by event."""
-        queue = self._queue
+        items = self._items
         self._attach()
         try:
             while True:
-                item = await queue.get()
-                if item is _END:
-                    return
-                batch = [(item[0], item[1])]
-                taken = item[2]
-                while not queue.empty():
-                    item = queue.get_nowait()
+                while not items:
+                    waiter = asyncio.get_running_loop().create_future()
+                    self._waiters.append(waiter)
+                    try:
+                        await waiter
+                    finally:
+                        if waiter in self._waiters:
+                            self._waiters.remove(waiter)
+                batch: list[tuple[str, dict[str, Any]]] = []
+                taken = 0
+                ended = False
+                while items:
+                    item = items.popleft()
                     if item is _END:
-                        self._took(taken)
-                        yield batch
-                        return
+                        items.appendleft(item)  # every reader sees the end
+                        ended = True
+                        break
                     batch.append((item[0], item[1]))
                     taken += item[2]
-                self._took(taken)
-                yield batch
+                self.pending_since = 0.0
+                if taken:
+                    self._took(taken)
+                if batch:
+                    yield batch
+                if ended:
+                    return
         finally:
             self._detach()

@@ -15,11 +15,12 @@ import httpx
 from evacore.errors import ProviderProtocolError
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._stop import apply_stop, cut_answer
+from evacore.providers._stream_client import StreamClient
 from evacore.providers._transport import (
     Deadlines,
     drain,
     make_http_client,
-    open_response,
+    open_stream,
     read_body,
     retrying,
     sse_events,
@@ -40,10 +41,13 @@ class HTTPProvider:
 
     kind: ClassVar[str]
 
-    def __init__(self, connection: Connection, *, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, connection: Connection, *, client: httpx.AsyncClient | None = None,
+                 streams: StreamClient | None = None) -> None:
         self.connection = connection
         self._client = client or make_http_client()
         self._owns_client = client is None
+        self._streams = streams or StreamClient()
+        self._owns_streams = streams is None
 
     # --- what each adapter supplies -------------------------------------------------------
     def build_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, object]:
@@ -94,8 +98,8 @@ class HTTPProvider:
         conn = self.connection
         headers = self.headers(request, stream=True)
         async with (
-            open_response(self._client, wire, headers, dl, conn,
-                          self.endpoint(stream=True)) as response,
+            open_stream(self._client, self._streams, wire, headers, dl, conn,
+                        self.endpoint(stream=True)) as response,
             aclosing(sse_events(response, dl, conn)) as sse,
             aclosing(self.parse_stream(sse, request)) as events,
         ):
@@ -112,8 +116,8 @@ class HTTPProvider:
         headers = self.headers(request, stream=False)
 
         async def attempt() -> AsyncIterator[Answer]:
-            async with open_response(self._client, wire, headers, dl, self.connection,
-                                     self.endpoint(stream=False)) as resp:
+            async with open_stream(self._client, self._streams, wire, headers, dl,
+                                   self.connection, self.endpoint(stream=False)) as resp:
                 raw = await read_body(resp, dl, self.connection)
             yield self.parse_answer(parse_json_object(raw, "answer"), request)
 
@@ -128,3 +132,5 @@ class HTTPProvider:
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
+        if self._owns_streams:
+            await self._streams.aclose()

@@ -16,6 +16,7 @@ import math
 import random
 import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from evacore.errors import (
 )
 from evacore.providers._pools import SpreadTransport
 from evacore.providers._sse import SSEDecoder, SSEEvent
+from evacore.providers._stream_client import StreamClient, StreamError, StreamResponse
 from evacore.providers.base import Connection, Timeouts, WireRequest
 from evacore.redact import redact
 
@@ -289,23 +291,103 @@ async def open_response(
         await response.aclose()
 
 
-async def read_body(response: httpx.Response, dl: Deadlines, conn: Connection) -> bytes:
+async def read_body(response: StreamResponse | HttpxBody, dl: Deadlines,
+                    conn: Connection) -> bytes:
     return await within(response.aread(), dl, conn)
 
 
+_PROXIED: dict[str, bool] = {}
+
+
+def proxied(url: str) -> bool:
+    """Whether the environment (`HTTPS_PROXY`, `NO_PROXY`…) sends `url` through a proxy:
+    such requests go through httpx, which speaks to proxies; the rest through
+    `StreamClient`."""
+    origin = url.split("/", 3)[:3]
+    key = "/".join(origin)
+    known = _PROXIED.get(key)
+    if known is None:
+        proxies = urllib.request.getproxies_environment()
+        scheme, host = origin[0].rstrip(":").lower(), origin[-1].rsplit("@", 1)[-1]
+        known = bool(proxies.get(scheme) or proxies.get("all")) and not (
+            urllib.request.proxy_bypass_environment(host, proxies))
+        _PROXIED[key] = known
+    return known
+
+
+class HttpxBody:
+    """An httpx streaming response read like a `StreamResponse` (the proxied path)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        encoded = response.headers.get("content-encoding", "identity").lower() not in (
+            "", "identity")
+        self._chunks = (response.aiter_bytes() if encoded else response.aiter_raw()).__aiter__()
+
+    async def read(self) -> bytes:
+        try:
+            return await anext(self._chunks)
+        except StopAsyncIteration:
+            return b""
+
+    async def aread(self) -> bytes:
+        return await self.response.aread()
+
+
+@asynccontextmanager
+async def open_stream(
+    client: httpx.AsyncClient,
+    streams: StreamClient,
+    wire: WireRequest,
+    headers: Mapping[str, str],
+    dl: Deadlines,
+    conn: Connection,
+    url: str | None = None,
+) -> AsyncIterator[StreamResponse | HttpxBody]:
+    """Send `wire` and yield its response (status < 400) to `read()` chunk by chunk or
+    `aread()` whole: through `streams` (one parser callback per network read), or through
+    httpx when a proxy applies."""
+    target = url or wire.url
+    if proxied(target):
+        async with open_response(client, wire, headers, dl, conn, url) as response:
+            yield HttpxBody(response)
+        return
+    body = orjson.dumps(wire.body)
+    try:
+        response = await within(
+            streams.send(wire.method, target, headers, body, conn.timeouts.connect), dl, conn)
+    except ValueError as exc:
+        raise ProviderConnectionError(f"{label(conn)}: bad base URL: {exc}") from None
+    except TimeoutError:
+        raise timeout_error(conn, "connect") from None
+    except StreamError as exc:
+        raise ProviderConnectionError(
+            f"{label(conn)}: connection failed: {redact(str(exc))}", retryable=True) from None
+    try:
+        if response.status_code >= 400:
+            raw = await within(response.aread(), dl, conn)
+            raise http_error(conn, response.status_code, upstream_message(raw), response.headers)
+        yield response
+    except StreamError as exc:
+        raise ProviderConnectionError(
+            f"{label(conn)}: the connection broke during the answer: {redact(str(exc))}",
+            retryable=not dl.first_token_seen,
+        ) from None
+    finally:
+        await response.aclose()
+
+
 async def sse_events(
-    response: httpx.Response, dl: Deadlines, conn: Connection
+    response: StreamResponse | HttpxBody, dl: Deadlines, conn: Connection
 ) -> AsyncIterator[SSEEvent]:
     """SSE events of a streaming response, each read under the deadline that applies.
 
     The hot path of a relayed answer: one read per network chunk, guarded inline (what
-    `within` does, without a coroutine per read). An unencoded body is read raw, skipping
-    httpx's decoder layer.
+    `within` does, without a coroutine per read).
     """
     decoder = SSEDecoder()
     decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
-    encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-    chunks = (response.aiter_bytes() if encoded else response.aiter_raw()).__aiter__()
+    read = response.read
     task = asyncio.current_task()
     while True:
         wait, which = dl.next_wait()
@@ -315,15 +397,15 @@ async def sse_events(
         dl.expired = None
         dl.arm(time.monotonic() + wait, which, task)
         try:
-            chunk = await anext(chunks)
-        except StopAsyncIteration:
-            break
+            chunk = await read()
         except asyncio.CancelledError:
             if dl.expired is not None and task is not None and task.uncancel() <= cancelling:
                 raise timeout_error(conn, dl.expired) from None
             raise
         finally:
             dl.disarm()
+        if not chunk:
+            break
         for event in decoder.feed(decode(chunk)):
             yield event
     for event in decoder.feed(decode(b"", final=True)) + decoder.flush():

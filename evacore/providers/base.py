@@ -17,6 +17,8 @@ from evacore.redact import connection_secrets, redact_url, remember
 if TYPE_CHECKING:
     import httpx
 
+    from evacore.providers._stream_client import StreamClient
+
 CONNECTION_KINDS = ("openai-chat", "openai-text", "anthropic", "kobold", "mock")
 
 _ADAPTERS = {
@@ -225,8 +227,10 @@ def heuristic_tokens(text: str) -> int:
     return math.ceil(len(text) / 3.35) if text else 0
 
 
-def make_provider(connection: Connection, *, client: httpx.AsyncClient | None = None) -> Provider:
-    """The adapter for `connection.kind`. A passed client is shared and not closed by aclose()."""
+def make_provider(connection: Connection, *, client: httpx.AsyncClient | None = None,
+                  streams: StreamClient | None = None) -> Provider:
+    """The adapter for `connection.kind`. A passed client (httpx for whole answers,
+    `streams` for streamed ones) is shared and not closed by aclose()."""
     try:
         module_name, class_name = _ADAPTERS[connection.kind]
     except KeyError:
@@ -235,5 +239,5 @@ def make_provider(connection: Connection, *, client: httpx.AsyncClient | None = 
             + ", ".join(CONNECTION_KINDS)
         ) from None
     adapter = getattr(importlib.import_module(module_name), class_name)
-    provider: Provider = adapter(connection, client=client)
+    provider: Provider = adapter(connection, client=client, streams=streams)
     return provider

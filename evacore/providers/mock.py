@@ -172,7 +172,8 @@ def echo(request: ProviderRequest, facts: Facts) -> str:
 class MockProvider:
     kind = "mock"
 
-    def __init__(self, connection: Connection, *, client: object | None = None) -> None:
+    def __init__(self, connection: Connection, *, client: object | None = None,
+                 streams: object | None = None) -> None:
         self.connection = connection
         self._rules = parse_script(connection.params.get("script"))
 

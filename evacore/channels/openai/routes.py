@@ -16,10 +16,11 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
+from evacore.channels.event_stream import EventStream
 from evacore.channels.openai import binding
 from evacore.channels.openai.chunks import ChunkWriter, completion
 from evacore.channels.openai.conversation import (
@@ -234,7 +235,16 @@ class Answer:
             raise
         finally:
             gone.cancel()
-        return FacadeStream(self, self._frames(first, events, failed))
+        return EventStream(self._frames(first, events, failed), self.headers,
+                           on_gone=lambda: self.running.abort("client disconnected"),
+                           on_end=self._ended)
+
+    def _ended(self) -> None:
+        """However the stream ends (finished, client gone, the server cancelled it), a tour
+        still running then is aborted at once."""
+        if not self.running.task.done():
+            self.running.abort("client disconnected")
+        self.remember_later()
 
     async def _frames(self, first: bytes, events: AsyncIterator[Batch],
                       failed: dict[str, Any] | None) -> AsyncIterator[bytes]:
@@ -263,25 +273,6 @@ class Answer:
 
 
 _LATER: set[asyncio.Task[None]] = set()
-
-
-class FacadeStream(StreamingResponse):
-    """The answer's chunks as SSE. However the response ends (finished, client gone, the
-    server cancelled it), a tour still running then is aborted at once."""
-
-    def __init__(self, answer: Answer, frames: AsyncIterator[bytes]) -> None:
-        super().__init__(frames, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                                  **answer.headers})
-        self.answer = answer
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            if not self.answer.running.task.done():
-                self.answer.running.abort("client disconnected")
-            self.answer.remember_later()
 
 
 async def _client_gone(request: Request) -> None:

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.pipeline.tour import Step, Tour
 
-YIELD_EVERY = 0.0005
-"""After a sent delta the stage lets other tasks run (the channel writes what is queued),
-at most once per this many seconds: the first token goes out at once, and a burst read
-from the socket buffer does not keep the channel waiting until its end."""
+YIELD_AFTER = 0.0005
+"""Once sent deltas have waited this many seconds unread, the stage lets other tasks run
+(the channel writes what is queued): a burst read from the socket buffer does not keep the
+channel waiting until its end. A token that arrives alone costs nothing extra: the stage
+waits for the provider's next read anyway, and the channel runs then."""
 
 
 class Streaming:
@@ -48,7 +49,7 @@ class Streaming:
         events = tour.data.pop("events_iter")
         sink = tour.events
         sink.max_bytes = core.settings.limits.event_queue_bytes
-        yield_at = 0.0
+        first = "first_token_ms" not in tour.diagnostics
         async with contextlib.aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta):
@@ -70,14 +71,13 @@ class Streaming:
                         if sink.full:
                             await sink.room()  # the client reads slower than the provider
                         now = time.perf_counter()
-                        if "first_token_ms" not in tour.diagnostics:
+                        if first:
                             # the first token the client gets, timed from the request
+                            first = False
                             tour.diagnostics["first_token_ms"] = round(
                                 (now - tour.started) * 1000, 3)
-                        if now >= yield_at:
-                            # A burst already in the socket buffer is read without a pause:
-                            # let the channel send what is queued (the first token at once).
-                            yield_at = now + YIELD_EVERY
+                            await asyncio.sleep(0)  # out at once, even within a burst
+                        elif sink.read and now - sink.pending_since >= YIELD_AFTER:
                             await asyncio.sleep(0)
                 elif isinstance(event, ToolCall):
                     call = {"id": event.id, "name": event.name, "arguments": event.arguments}

@@ -13,16 +13,16 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from evacore.channels.event_stream import EventStream
 from evacore.domain.connection_params import RequestParamsField
 from evacore.domain.images import Images
 from evacore.domain.json_values import JsonObject
 from evacore.domain.roles import EnvOverrides
 from evacore.errors import EvacoreError, ProviderError
 from evacore.formats.limits import MAX_MESSAGE_CHARS
-from evacore.pipeline.manager import RunningTour
 from evacore.pipeline.request import TourRequest
 from evacore.pipeline.tour import Tour
 from evacore.server.auth import AnyUser, Identity
@@ -143,7 +143,9 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
         # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
         code, message = first[0][1]["code"], first[0][1]["message"]
         return error_response(status_for(code), code, message, tour_id=tour.id)
-    return TourStream(running, _stream(first, events))
+    return EventStream(_stream(first, events), {"X-Tour-Id": running.id},
+                       on_gone=lambda: running.abort("client disconnected"),
+                       on_end=lambda: running.abort("client disconnected"))
 
 
 async def _client_gone(request: Request) -> None:
@@ -151,25 +153,6 @@ async def _client_gone(request: Request) -> None:
     the next ASGI message is the disconnect; servers do not cancel the endpoint for it)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-class TourStream(StreamingResponse):
-    """The tour's events as SSE. However the response ends (finished, client gone, server
-    cancelled it before the first byte), a tour still running then is aborted at once."""
-
-    def __init__(self, running: RunningTour, frames: AsyncIterator[bytes],
-                 headers: dict[str, str] | None = None,
-                 media_type: str = "text/event-stream") -> None:
-        super().__init__(frames, media_type=media_type,
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                                  "X-Tour-Id": running.id, **(headers or {})})
-        self.running = running
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.running.abort("client disconnected")
 
 
 Batch = list[tuple[str, dict[str, Any]]]

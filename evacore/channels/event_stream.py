@@ -1,0 +1,64 @@
+"""The raw ASGI response that writes a tour's frames as they come (every channel that
+streams over HTTP: the generate route, the OpenAI-compatible facade).
+
+Must not: decide what is sent or frame it (the channel does); it only writes the frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from typing import Any
+
+from starlette.responses import Response
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class EventStream(Response):
+    """A `text/event-stream` response: each chunk of `frames` is one body message, sent
+    straight to the server (no task group, no extra queue).
+
+    A client that goes away fires `on_gone` at once, even while no frame is due (the
+    frames usually wait for the tour's next event); `on_end` runs however the response
+    ends. A slow reader slows the frames: the server's `send` waits while its write
+    buffer is full.
+    """
+
+    def __init__(self, frames: AsyncIterator[bytes], headers: Mapping[str, str],
+                 on_gone: Callable[[], None], on_end: Callable[[], None] | None = None,
+                 media_type: str = "text/event-stream") -> None:
+        self.frames, self.on_gone, self.on_end = frames, on_gone, on_end
+        self.status_code = 200
+        self.media_type = media_type
+        self.background = None
+        self.body = b""
+        self.raw_headers = [(b"content-type", f"{media_type}; charset=utf-8".encode())] + [
+            (k.lower().encode("latin-1"), str(v).encode("latin-1"))
+            for k, v in {**SSE_HEADERS, **headers}.items()]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        watcher = asyncio.ensure_future(self._watch(receive))
+        try:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": self.raw_headers})
+            async with aclosing(self.frames) as frames:
+                async for chunk in frames:
+                    if watcher.done():
+                        break
+                    await send({"type": "http.response.body", "body": chunk,
+                                "more_body": True})
+            if not watcher.done():
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            if self.on_end is not None:
+                self.on_end()
+        if self.background is not None:
+            await self.background()
+
+    async def _watch(self, receive: Any) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.on_gone()
