@@ -1,0 +1,178 @@
+"""The streamed-answer HTTP client (R2.11): keep-alive that survives a server closing idle
+connections, gzip bodies, a bounded read buffer for a slow consumer, clear errors for what
+is not HTTP, and the proxy environment routed through httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+
+from evacore.errors import ProviderConnectionError
+from evacore.providers import Connection, make_provider
+from evacore.providers import _transport as transport
+from evacore.providers._stream_client import PAUSE_AT_BYTES, StreamClient
+from tests.providers.helpers import chat_request, events_of, text_of
+
+SSE = (b'data: {"choices":[{"index":0,"delta":{"content":"Hi there."}}]}\n\n'
+       b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+       b"data: [DONE]\n\n")
+
+
+def _chunked(body: bytes) -> bytes:
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+class _Raw(asyncio.Protocol):
+    """Answers every request head with what `answer` returns; may close afterwards."""
+
+    def __init__(self, answer: Callable[[], bytes], close_after: bool, seen: list[int]) -> None:
+        self.answer, self.close_after, self.seen = answer, close_after, seen
+        self.buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.seen.append(1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        head, sep, rest = self.buf.partition(b"\r\n\r\n")
+        if not sep:
+            return
+        length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length")), b"0"))
+        if len(rest) < length:
+            return
+        self.buf = rest[length:]
+        self.transport.write(self.answer())  # type: ignore[attr-defined]
+        if self.close_after:
+            self.transport.close()
+
+
+@asynccontextmanager
+async def raw_server(answer: Callable[[], bytes], *, close_after: bool = False
+                     ) -> AsyncIterator[tuple[str, list[int]]]:
+    seen: list[int] = []
+    server = await asyncio.get_running_loop().create_server(
+        lambda: _Raw(answer, close_after, seen), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1", seen
+    finally:
+        server.close()
+
+
+def _connection(base_url: str) -> Connection:
+    return Connection(id="c1", name="raw", kind="openai-chat", base_url=base_url,
+                      model="m", retries=0)
+
+
+async def test_r2_11_an_idle_connection_the_server_closed_is_not_reused() -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
+         b"\r\n\r\n" + _chunked(SSE)
+    async with raw_server(lambda: ok, close_after=True) as (url, seen):
+        provider = make_provider(_connection(url))
+        try:
+            for _ in range(3):
+                assert text_of(await events_of(provider, chat_request())) == "Hi there."
+                await asyncio.sleep(0.05)
+        finally:
+            await provider.aclose()
+    assert len(seen) == 3  # a fresh connection each time, and no request failed
+
+
+async def test_r2_11_a_kept_alive_connection_carries_the_next_answer() -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
+         b"\r\n\r\n" + _chunked(SSE)
+    async with raw_server(lambda: ok) as (url, seen):
+        provider = make_provider(_connection(url))
+        try:
+            for _ in range(3):
+                assert text_of(await events_of(provider, chat_request())) == "Hi there."
+        finally:
+            await provider.aclose()
+    assert len(seen) == 1
+
+
+async def test_r2_11_a_gzip_encoded_stream_is_decoded() -> None:
+    body = gzip.compress(SSE)
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip"
+              b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    async with raw_server(lambda: answer) as (url, _):
+        provider = make_provider(_connection(url))
+        try:
+            assert text_of(await events_of(provider, chat_request())) == "Hi there."
+        finally:
+            await provider.aclose()
+
+
+async def test_r2_11_what_is_not_http_is_a_clear_connection_error() -> None:
+    async with raw_server(lambda: b"SSH-2.0-OpenSSH_9.6\r\n\r\n") as (url, _):
+        provider = make_provider(_connection(url))
+        try:
+            with pytest.raises(ProviderConnectionError) as caught:
+                await events_of(provider, chat_request())
+        finally:
+            await provider.aclose()
+    assert "malformed HTTP" in str(caught.value)
+
+
+async def test_r12_4_a_body_nobody_reads_stops_being_read_from_the_socket() -> None:
+    piece = b"data: " + b"x" * 4000 + b"\n\n"
+    flood = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for _ in range(2000))  # 8 MB
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n" + flood + b"0\r\n\r\n")
+    async with raw_server(lambda: answer) as (url, _):
+        client = StreamClient()
+        response = await client.send("POST", url + "/chat/completions", {}, b"{}", 5)
+        try:
+            await asyncio.sleep(0.3)  # the consumer is busy elsewhere
+            held = response._conn.buffered
+            assert response._conn.paused
+            assert held < PAUSE_AT_BYTES + 256 * 1024, held
+            total = len(await response.read())
+            while data := await response.read():
+                total += len(data)
+            assert total == 2000 * len(piece)  # nothing lost once reading resumed
+        finally:
+            await response.aclose()
+            await client.aclose()
+
+
+async def test_r2_11_a_proxy_from_the_environment_is_honoured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(transport, "_PROXIED", {})
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    assert transport.proxied("https://api.example.com/v1/chat/completions")
+    assert not transport.proxied("https://internal.example/v1/chat/completions")
+    assert not transport.proxied("http://127.0.0.1:8080/v1/chat/completions")
+
+
+async def test_r2_11_a_bad_url_is_named() -> None:
+    provider = make_provider(_connection("ftp://example.com/v1"))
+    try:
+        with pytest.raises(ProviderConnectionError) as caught:
+            await events_of(provider, chat_request())
+    finally:
+        await provider.aclose()
+    assert "bad base URL" in str(caught.value)
+
+
+async def test_r2_11_whole_answers_share_the_kept_alive_connection() -> None:
+    body = b'{"choices":[{"index":0,"message":{"content":"Whole."},"finish_reason":"stop"}]}'
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d"
+              b"\r\n\r\n%s" % (len(body), body))
+    async with raw_server(lambda: answer) as (url, seen):
+        provider = make_provider(_connection(url), client=httpx.AsyncClient())
+        try:
+            for _ in range(2):
+                assert (await provider.complete(chat_request())).text == "Whole."
+        finally:
+            await provider.aclose()
+    assert len(seen) == 1
