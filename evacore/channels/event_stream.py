@@ -13,12 +13,17 @@ from typing import Any
 
 from starlette.responses import Response
 
+from evacore.pipeline.events import Batch, EventSink
+
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class EventStream(Response):
     """A `text/event-stream` response: each chunk of `frames` is one body message, sent
     straight to the server (no task group, no extra queue).
+
+    With `write_through` (the tour's sink and the channel's framing of a batch), a token
+    that comes alone is written from the tour's own task (`EventSink.relay`).
 
     A client that goes away fires `on_gone` at once, even while no frame is due (the
     frames usually wait for the tour's next event); `on_end` runs however the response
@@ -28,8 +33,11 @@ class EventStream(Response):
 
     def __init__(self, frames: AsyncIterator[bytes], headers: Mapping[str, str],
                  on_gone: Callable[[], None], on_end: Callable[[], None] | None = None,
-                 media_type: str = "text/event-stream") -> None:
+                 media_type: str = "text/event-stream",
+                 write_through: tuple[EventSink, Callable[[Batch], bytes]] | None = None
+                 ) -> None:
         self.frames, self.on_gone, self.on_end = frames, on_gone, on_end
+        self.write_through = write_through
         self.status_code = 200
         self.media_type = media_type
         self.background = None
@@ -43,6 +51,16 @@ class EventStream(Response):
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": self.raw_headers})
+            if self.write_through is not None:
+                sink, frame = self.write_through
+
+                async def write(batch: Batch) -> None:
+                    chunk = frame(batch)
+                    if chunk and not watcher.done():
+                        await send({"type": "http.response.body", "body": chunk,
+                                    "more_body": True})
+
+                sink.write_through(write)
             async with aclosing(self.frames) as frames:
                 async for chunk in frames:
                     if watcher.done():
@@ -53,6 +71,8 @@ class EventStream(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
+            if self.write_through is not None:
+                self.write_through[0].write_through(None)
             if self.on_end is not None:
                 self.on_end()
         if self.background is not None:

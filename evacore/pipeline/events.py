@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 _END = object()
+Batch = list[tuple[str, dict[str, Any]]]
+Writer = Callable[[Batch], Awaitable[None]]
 DEFAULT_MAX_BYTES = 1024 * 1024
 """Queued event bytes (text lengths, roughly) past which the producer waits for the reader."""
 _EVENT_COST = 64
@@ -54,6 +56,32 @@ class EventSink:
         self._readers = 0
         self._space = asyncio.Event()
         self._space.set()
+        self._writer: Writer | None = None
+        self._writing = False
+        """A batch is being written (by the reader, or by `relay` through the writer)."""
+
+    def write_through(self, writer: Writer | None) -> None:
+        """A streaming channel that writes a batch by awaiting `writer(batch)` offers it
+        here (None takes it back): `relay` then hands a delta to it in the producer's own
+        task, with no wake-up of the channel's task, whenever nothing waits in the queue."""
+        self._writer = writer
+
+    async def relay(self, name: str, data: dict[str, Any]) -> bool:
+        """Write one event through the channel's writer when it can go now, in order (the
+        queue is empty, no batch is being written); else `emit` it. True when written.
+        A client that reads slowly holds the producer here: that is the back-pressure."""
+        writer = self._writer
+        if writer is None or self._writing or self._items or self.closed:
+            self.emit(name, data)
+            return False
+        if self.history is not None:
+            self.history.append((name, data))
+        self._writing = True
+        try:
+            await writer([(name, data)])
+        finally:
+            self._writing = False
+        return True
 
     def emit(self, name: str, data: dict[str, Any]) -> None:
         if self.closed:
@@ -154,7 +182,11 @@ class EventSink:
                 if taken:
                     self._took(taken)
                 if batch:
-                    yield batch
+                    self._writing = True  # until the reader asks for the next batch
+                    try:
+                        yield batch
+                    finally:
+                        self._writing = False
                 if ended:
                     return
         finally:

@@ -237,7 +237,8 @@ class Answer:
             gone.cancel()
         return EventStream(self._frames(first, events, failed), self.headers,
                            on_gone=lambda: self.running.abort("client disconnected"),
-                           on_end=self._ended)
+                           on_end=self._ended,
+                           write_through=(self.running.tour.events, self.writer.events))
 
     def _ended(self) -> None:
         """However the stream ends (finished, client gone, the server cancelled it), a tour

@@ -26,6 +26,11 @@ YIELD_AFTER = 0.0005
 (the channel writes what is queued): a burst read from the socket buffer does not keep the
 channel waiting until its end. A token that arrives alone costs nothing extra: the stage
 waits for the provider's next read anyway, and the channel runs then."""
+ALONE_AFTER = 0.0005
+"""A delta that follows the previous one by at least this many seconds came alone (a model
+streaming at its pace): it is written to the client through the channel's writer from the
+tour's own task (`EventSink.relay`), which spares the channel's task a wake-up per token.
+Deltas closer together are a burst and are batched into one write."""
 
 
 class Streaming:
@@ -50,6 +55,7 @@ class Streaming:
         sink = tour.events
         sink.max_bytes = core.settings.limits.event_queue_bytes
         first = "first_token_ms" not in tour.diagnostics
+        last_at = 0.0
         async with contextlib.aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta):
@@ -67,18 +73,24 @@ class Streaming:
                         if prefix and not tour.data.get("prefill_sent"):
                             text = prefix + text
                         tour.data["prefill_sent"] = True
-                        sink.emit("delta", {"text": text})
-                        if sink.full:
-                            await sink.room()  # the client reads slower than the provider
                         now = time.perf_counter()
+                        if now - last_at >= ALONE_AFTER:
+                            # a token that came alone: to the client from this task at once
+                            written = await sink.relay("delta", {"text": text})
+                        else:
+                            sink.emit("delta", {"text": text})  # a burst: batched
+                            written = False
+                        if not written:
+                            if sink.full:
+                                await sink.room()  # the client reads slower than the provider
+                            if first or (sink.read and now - sink.pending_since >= YIELD_AFTER):
+                                await asyncio.sleep(0)  # the channel writes what is queued
+                        last_at = now
                         if first:
                             # the first token the client gets, timed from the request
                             first = False
                             tour.diagnostics["first_token_ms"] = round(
                                 (now - tour.started) * 1000, 3)
-                            await asyncio.sleep(0)  # out at once, even within a burst
-                        elif sink.read and now - sink.pending_since >= YIELD_AFTER:
-                            await asyncio.sleep(0)
                 elif isinstance(event, ToolCall):
                     call = {"id": event.id, "name": event.name, "arguments": event.arguments}
                     step.tool_calls.append(call)

@@ -145,7 +145,8 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
         return error_response(status_for(code), code, message, tour_id=tour.id)
     return EventStream(_stream(first, events), {"X-Tour-Id": running.id},
                        on_gone=lambda: running.abort("client disconnected"),
-                       on_end=lambda: running.abort("client disconnected"))
+                       on_end=lambda: running.abort("client disconnected"),
+                       write_through=(tour.events, _frames))
 
 
 async def _client_gone(request: Request) -> None:
@@ -158,10 +159,14 @@ async def _client_gone(request: Request) -> None:
 Batch = list[tuple[str, dict[str, Any]]]
 
 
+def _frames(batch: Batch) -> bytes:
+    return b"".join(sse_frame(name, data) for name, data in batch)
+
+
 async def _stream(first: Batch | None, batches: AsyncIterator[Batch]) -> AsyncIterator[bytes]:
     """One write per batch of queued events (a burst from the provider goes out at once)."""
     if first is None:
         return
-    yield b"".join(sse_frame(name, data) for name, data in first)
+    yield _frames(first)
     async for batch in batches:
-        yield b"".join(sse_frame(name, data) for name, data in batch)
+        yield _frames(batch)
