@@ -216,10 +216,13 @@ class StreamClient:
         try:
             parsed = httpx.URL(url)
         except httpx.InvalidURL as exc:
-            raise ValueError(str(exc)) from None
+            raise ValueError(f"bad base URL: {exc}") from None
         scheme = parsed.scheme
         if scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"cannot send to {url!r}: an http(s) URL with a host is needed")
+            raise ValueError(f"bad base URL: {url!r} is not an http(s) URL with a host")
+        for name, value in headers.items():
+            if any(c in f"{name}{value}" for c in "\r\n\0"):
+                raise ValueError(f"the header {name!r} holds a line break or NUL")
         port = parsed.port or (443 if scheme == "https" else 80)
         key = (scheme, parsed.host, port)
         target = parsed.raw_path.decode("ascii")

@@ -357,7 +357,7 @@ async def open_stream(
         response = await within(
             streams.send(wire.method, target, headers, body, conn.timeouts.connect), dl, conn)
     except ValueError as exc:
-        raise ProviderConnectionError(f"{label(conn)}: bad base URL: {exc}") from None
+        raise ProviderConnectionError(f"{label(conn)}: {redact(str(exc))}") from None
     except TimeoutError:
         raise timeout_error(conn, "connect") from None
     except StreamError as exc:

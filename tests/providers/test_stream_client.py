@@ -176,3 +176,17 @@ async def test_r2_11_whole_answers_share_the_kept_alive_connection() -> None:
         finally:
             await provider.aclose()
     assert len(seen) == 1
+
+
+async def test_r2_11_a_header_with_a_line_break_is_refused_before_sending() -> None:
+    async with raw_server(lambda: b"") as (url, seen):
+        conn = Connection(id="c1", name="raw", kind="openai-chat", base_url=url, model="m",
+                          retries=0, params={"extra_headers": {"X-Team": "a\r\nX-Evil: 1"}})
+        provider = make_provider(conn)
+        try:
+            with pytest.raises(ProviderConnectionError) as caught:
+                await events_of(provider, chat_request())
+        finally:
+            await provider.aclose()
+    assert "line break" in str(caught.value)
+    assert not seen  # nothing was sent
