@@ -288,6 +288,11 @@ def _floor_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, An
                  "what the interpreter, the event loop and the kernel charge per relayed "
                  f"token here; {result['floor']['tokens']} tokens, "
                  f"{result['floor']['errors']} errors")]
+    if s in ("s2", "s3") and _rate(result["direct"]):
+        rows.append(_row(f"{s}_floor_throughput_vs_direct",
+                         round(_rate(result["floor"]) / _rate(result["direct"]), 3), "x",
+                         "the bare relay's streams/s over direct streams/s: the most any "
+                         "Python relay on this core could reach here"))
     for who, label in (("evacore", "generate"), ("facade", "the facade")):
         mine = _per_token_us(result[who])
         rows.append(_row(f"{s}_{'' if who == 'evacore' else 'facade_'}cpu_us_per_token_over_floor",

@@ -76,15 +76,15 @@ class HTTPProvider:
             body=self.build_body(request, stream=stream),
         )
 
-    async def stream(self, request: ProviderRequest, *, wire: WireRequest | None = None
-                     ) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ProviderRequest, *, wire: WireRequest | None = None
+               ) -> AsyncIterator[ProviderEvent]:
+        """The answer's events (nothing is sent before the first is asked for); no layer of
+        its own between the caller and the upstream's events."""
         wire = wire or self.wire_request(request, stream=True)
         events = self.upstream_events(wire, request)
         if request.stop:
             events = apply_stop(events, request.stop)
-        async with aclosing(events) as it:
-            async for event in it:
-                yield event
+        return events
 
     def upstream_events(
         self, wire: WireRequest, request: ProviderRequest
