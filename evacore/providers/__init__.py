@@ -3,7 +3,7 @@
 Must not: leak vendor formats; outside this package code sees only the names below.
 """
 
-from evacore.providers._transport import make_http_client
+from evacore.providers._sending import make_http_client
 from evacore.providers.base import (
     CONNECTION_KINDS,
     Answer,

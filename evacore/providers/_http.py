@@ -13,18 +13,11 @@ from typing import ClassVar
 import httpx
 
 from evacore.errors import ProviderProtocolError
+from evacore.providers._sending import make_http_client, open_stream, read_body
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._stop import apply_stop, cut_answer
 from evacore.providers._stream_client import StreamClient
-from evacore.providers._transport import (
-    Deadlines,
-    drain,
-    make_http_client,
-    open_stream,
-    read_body,
-    retrying,
-    sse_events,
-)
+from evacore.providers._transport import Deadlines, drain, retrying, sse_events
 from evacore.providers.base import (
     Answer,
     Connection,

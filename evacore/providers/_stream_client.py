@@ -202,6 +202,7 @@ class StreamClient:
     def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         self._ssl = ssl_context
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._targets: dict[str, tuple[tuple[str, str, int], str, str]] = {}
 
     def _tls(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -213,20 +214,10 @@ class StreamClient:
         """Send the request and wait for the response's head. Raises `ValueError` for a URL
         this client cannot reach, `TimeoutError` when connecting takes too long and
         `StreamError` for a connection that failed before the head arrived."""
-        try:
-            parsed = httpx.URL(url)
-        except httpx.InvalidURL as exc:
-            raise ValueError(f"bad base URL: {exc}") from None
-        scheme = parsed.scheme
-        if scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"bad base URL: {url!r} is not an http(s) URL with a host")
+        key, target, host = self._target(url)
         for name, value in headers.items():
             if any(c in f"{name}{value}" for c in "\r\n\0"):
                 raise ValueError(f"the header {name!r} holds a line break or NUL")
-        port = parsed.port or (443 if scheme == "https" else 80)
-        key = (scheme, parsed.host, port)
-        target = parsed.raw_path.decode("ascii")
-        host = parsed.netloc.decode("ascii")
         lines = [f"{method} {target} HTTP/1.1", f"Host: {host}",
                  f"Content-Length: {len(body)}"]
         given = {k.lower() for k in headers}
@@ -256,6 +247,26 @@ class StreamClient:
                 raise
             return StreamResponse(self, key, conn)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _target(self, url: str) -> tuple[tuple[str, str, int], str, str]:
+        """(origin key, request target, Host header) of `url`, parsed once per URL."""
+        known = self._targets.get(url)
+        if known is not None:
+            return known
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"bad base URL: {exc}") from None
+        scheme = parsed.scheme
+        if scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"bad base URL: {url!r} is not an http(s) URL with a host")
+        port = parsed.port or (443 if scheme == "https" else 80)
+        known = ((scheme, parsed.host, port), parsed.raw_path.decode("ascii"),
+                 parsed.netloc.decode("ascii"))
+        if len(self._targets) >= 1024:
+            self._targets.clear()
+        self._targets[url] = known
+        return known
 
     async def _connect(self, key: tuple[str, str, int], timeout: float) -> _Conn:
         loop = asyncio.get_running_loop()

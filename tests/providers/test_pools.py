@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from evacore.providers._pools import SpreadTransport
-from evacore.providers._transport import make_http_client
+from evacore.providers._sending import make_http_client
 
 
 class Server:

@@ -14,7 +14,7 @@ import pytest
 
 from evacore.errors import ProviderConnectionError
 from evacore.providers import Connection, make_provider
-from evacore.providers import _transport as transport
+from evacore.providers import _sending as transport
 from evacore.providers._stream_client import PAUSE_AT_BYTES, StreamClient
 from tests.providers.helpers import chat_request, events_of, text_of
 
