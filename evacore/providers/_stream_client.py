@@ -24,7 +24,8 @@ import httptools
 import httpx
 
 KEEPALIVE_SECONDS = 30.0
-MAX_IDLE_PER_ORIGIN = 32
+MAX_IDLE_PER_ORIGIN = 128
+"""Kept-alive connections per origin past which a finished one is closed instead."""
 PAUSE_AT_BYTES = 256 * 1024
 """Unread body bytes past which the socket is not read on (TCP back-pressure)."""
 
