@@ -128,17 +128,23 @@ async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMe
 async def index_recent(s: AsyncSession, chat_id: str, newest: int = 4, **chunking: int) -> int:
     """Index the newest messages of a chat (a tour's input and answer, a new variant):
     one query reads them with what the index holds of each."""
+    m = Message.__table__.c
     rows = (await s.execute(
-        select(Message, Variant.content, chunks.c.text_hash)
-        .outerjoin(Variant, Variant.id == Message.active_variant_id)
-        .outerjoin(chunks, and_(chunks.c.message_id == Message.id, chunks.c.part == 0))
-        .where(Message.chat_id == chat_id)
-        .order_by(Message.position.desc())
+        select(m.id, m.position, m.role, m.name, m.content, m.hidden, m.created_at,
+               m.active_variant_id, Variant.content, chunks.c.text_hash)
+        .outerjoin(Variant, Variant.id == m.active_variant_id)
+        .outerjoin(chunks, and_(chunks.c.message_id == m.id, chunks.c.part == 0))
+        .where(m.chat_id == chat_id)
+        .order_by(m.position.desc())
         .limit(newest)
     )).all()
-    stored = {m.id: digest for m, _, digest in rows if digest is not None}
-    return await index_messages(s, chat_id, [_indexed(m, text) for m, text, _ in rows],
-                                stored=stored, **chunking)
+    stored = {r[0]: r[9] for r in rows if r[9] is not None}
+    messages = [IndexedMessage(id=id_, position=position, role=role, name=name,
+                               content=(variant_text if active else content) or "",
+                               hidden=bool(hidden), created_at=created_at)
+                for (id_, position, role, name, content, hidden, created_at, active,
+                     variant_text, _) in rows]
+    return await index_messages(s, chat_id, messages, stored=stored, **chunking)
 
 
 async def backfill(s: AsyncSession, chat_id: str, from_position: int, limit: int,

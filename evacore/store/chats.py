@@ -166,6 +166,13 @@ async def variants_of(session: AsyncSession, message_ids: list[str]) -> dict[str
     return out
 
 
+async def variant_ids(session: AsyncSession, message_id: str) -> list[str]:
+    """A message's variant ids, oldest first (as `variants_of` orders them)."""
+    return list((await session.scalars(
+        select(Variant.id).where(Variant.message_id == message_id)
+        .order_by(Variant.created_at, Variant.id))).all())
+
+
 async def history_newest_first(
     session: AsyncSession, chat_id: str, *, before: int | None = None, limit: int = 200
 ) -> list[HistoryMessage]:

@@ -47,13 +47,16 @@ async def finish_tour(
     error: dict[str, Any] | None = None,
     message_id: str | None = None,
     variant_id: str | None = None,
+    redacted: bool = False,
 ) -> None:
+    """End the tour's record; `redacted`: the caller passed diagnostics through
+    `evacore.redact` already."""
     await session.execute(
         update(TourRow)
         .where(TourRow.id == tour_id)
         .values(
             status=status,
-            diagnostics=redact_json(diagnostics),
+            diagnostics=diagnostics if redacted else redact_json(diagnostics),
             error=redact_json(error),
             message_id=message_id,
             variant_id=variant_id,
