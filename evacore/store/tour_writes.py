@@ -1,5 +1,6 @@
 """The writes a tour makes at its start (stage 1) and its end (stage 14), as single Core
-statements: no ORM objects, no flush, one statement per row.
+statements built once at import: no ORM objects, no flush, no statement construction or
+cache-key work per tour, one statement per row.
 
 Must not: decide what a tour stores (the stages do) or open transactions (callers pass the
 session of theirs). What several writers of one chat could race on is taken from the row in
@@ -9,9 +10,10 @@ for a tour on another instance inside the tour's own `INSERT`.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Row, exists, insert, literal, select, update
+from sqlalchemy import Row, Update, bindparam, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id, utcnow
@@ -19,8 +21,24 @@ from evacore.redact import redact_json
 from evacore.store.tables import Chat, Message, Variant
 from evacore.store.tables import Tour as TourRow
 
+_tours = TourRow.__table__
+_chats = Chat.__table__
+_messages = Message.__table__
 _TOUR_COLUMNS = ("id", "chat_id", "user_id", "mode", "status", "env", "diagnostics",
                  "instance_id", "abort_requested", "created_at")
+_OPEN_TOUR = insert(_tours).from_select(
+    list(_TOUR_COLUMNS),
+    select(*[bindparam(f"p_{c}", type_=_tours.c[c].type) for c in _TOUR_COLUMNS]).where(
+        ~exists().where(_tours.c.chat_id == bindparam("p_chat_id"),
+                        _tours.c.status == "running",
+                        _tours.c.instance_id != bindparam("p_instance_id"))),
+).returning(_tours.c.id)
+_INSERT_MESSAGE = insert(_messages)
+_INSERT_VARIANT = insert(Variant.__table__)
+_ACTIVATE = (update(_messages)
+             .where(_messages.c.id == bindparam("p_id"),
+                    _messages.c.chat_id == bindparam("p_chat_id"))
+             .values(active_variant_id=bindparam("p_variant_id")).returning(_messages.c.id))
 
 
 async def open_tour(session: AsyncSession, *, id: str, chat_id: str, user_id: str | None,
@@ -32,16 +50,26 @@ async def open_tour(session: AsyncSession, *, id: str, chat_id: str, user_id: st
     SQLite the write lock (a snapshot older than the last commit fails instead of
     writing), on PostgreSQL the statement runs after the caller took the chat's row lock,
     which every other instance holds while it records its tour."""
-    table = TourRow.__table__
-    values = {"id": id, "chat_id": chat_id, "user_id": user_id, "mode": mode,
-              "status": "running", "env": env, "diagnostics": {}, "instance_id": instance_id,
-              "abort_requested": False, "created_at": utcnow()}
-    elsewhere = exists().where(table.c.chat_id == chat_id, table.c.status == "running",
-                               table.c.instance_id != instance_id)
-    source = select(*[literal(values[c], type_=table.c[c].type) for c in _TOUR_COLUMNS]
-                    ).where(~elsewhere)
-    stmt = insert(table).from_select(list(_TOUR_COLUMNS), source).returning(table.c.id)
-    return (await session.execute(stmt)).first() is not None
+    params = {"p_id": id, "p_chat_id": chat_id, "p_user_id": user_id, "p_mode": mode,
+              "p_status": "running", "p_env": env, "p_diagnostics": {},
+              "p_instance_id": instance_id, "p_abort_requested": False,
+              "p_created_at": utcnow()}
+    return (await session.execute(_OPEN_TOUR, params)).first() is not None
+
+
+@cache
+def _touch(take_position: bool, count_turn: bool, chat_state: bool) -> Update:
+    c = _chats.c
+    values: dict[str, Any] = {"updated_at": bindparam("p_updated_at", type_=c.updated_at.type)}
+    if take_position:
+        values["next_position"] = c.next_position + 1
+    if count_turn:
+        values["turn"] = c.turn + 1
+    if chat_state:
+        values["variables"] = bindparam("p_variables", type_=c.variables.type)
+        values["state"] = bindparam("p_state", type_=c.state.type)
+    return (update(_chats).where(c.id == bindparam("p_chat_id")).values(values)
+            .returning(c.next_position, c.turn))
 
 
 async def touch_chat(session: AsyncSession, chat_id: str, *, take_position: bool = False,
@@ -49,21 +77,14 @@ async def touch_chat(session: AsyncSession, chat_id: str, *, take_position: bool
                      state: dict[str, Any] | None = None) -> Row[Any] | None:
     """One `UPDATE … RETURNING` of the chat's row: `updated_at`, and as asked the next
     message position taken, one committed answer counted (SPEC §1 turn), the variables and
-    engine state written. Returns (next_position, turn) as they are after it, None when the
-    chat is gone. `next_position - 1` is the position taken."""
-    c = Chat.__table__.c
-    values: dict[str, Any] = {"updated_at": utcnow()}
-    if take_position:
-        values["next_position"] = c.next_position + 1
-    if count_turn:
-        values["turn"] = c.turn + 1
-    if variables is not None:
-        values["variables"] = variables
-    if state is not None:
-        values["state"] = state
-    stmt = (update(Chat.__table__).where(c.id == chat_id).values(values)
-            .returning(c.next_position, c.turn))
-    return (await session.execute(stmt)).first()
+    engine state written (both or neither). Returns (next_position, turn) as they are after
+    it, None when the chat is gone. `next_position - 1` is the position taken."""
+    chat_state = variables is not None
+    params: dict[str, Any] = {"p_chat_id": chat_id, "p_updated_at": utcnow()}
+    if chat_state:
+        params.update(p_variables=variables, p_state=state if state is not None else {})
+    stmt = _touch(take_position, count_turn, chat_state)
+    return (await session.execute(stmt, params)).first()
 
 
 async def add_message(session: AsyncSession, chat_id: str, *, role: str, content: str = "",
@@ -90,7 +111,7 @@ async def insert_message(session: AsyncSession, chat_id: str, *, position: int, 
            "name": name, "content": content, "images": images or [],
            "active_variant_id": active_variant_id, "hidden": False, "extra": extra or {},
            "created_at": utcnow()}
-    await session.execute(insert(Message.__table__), row)
+    await session.execute(_INSERT_MESSAGE, row)
     return row
 
 
@@ -98,10 +119,8 @@ async def activate_variant(session: AsyncSession, chat_id: str, message_id: str,
                            variant_id: str) -> bool:
     """Make `variant_id` the message's active variant; False when the message is not the
     chat's (or is gone)."""
-    t = Message.__table__
-    stmt = (update(t).where(t.c.id == message_id, t.c.chat_id == chat_id)
-            .values(active_variant_id=variant_id).returning(t.c.id))
-    return (await session.execute(stmt)).first() is not None
+    params = {"p_id": message_id, "p_chat_id": chat_id, "p_variant_id": variant_id}
+    return (await session.execute(_ACTIVATE, params)).first() is not None
 
 
 async def insert_variant(session: AsyncSession, *, id: str, message_id: str,
@@ -114,4 +133,4 @@ async def insert_variant(session: AsyncSession, *, id: str, message_id: str,
     row = {"id": id, "message_id": message_id, "content": "", "steps": [],
            "finish_reason": None, "status": "complete", "usage": {}, "timings": {},
            "model": None, "tour_id": None, "meta": {}, "created_at": utcnow(), **fields}
-    await session.execute(insert(Variant.__table__), row)
+    await session.execute(_INSERT_VARIANT, row)
