@@ -279,15 +279,6 @@ async def delete_message(session: AsyncSession, message: Message) -> None:
     await session.delete(message)
 
 
-async def bump_turn(session: AsyncSession, chat_id: str) -> int:
-    """Count one committed model answer (SPEC §1 turn) in one statement; returns the new
-    turn."""
-    turn = await session.scalar(
-        update(Chat).where(Chat.id == chat_id).values(turn=Chat.turn + 1)
-        .returning(Chat.turn).execution_options(synchronize_session=False))
-    return int(turn or 0)
-
-
 def message_json(m: Message, variants: list[Variant]) -> dict[str, Any]:
     """The public message shape (R12.3)."""
     active = next((v for v in variants if v.id == m.active_variant_id), None)

@@ -23,13 +23,6 @@ from evacore.store.tables import ClientOpAnswer
 from evacore.store.tables import Tour as TourRow
 
 
-async def create_tour(session: AsyncSession, **fields: Any) -> TourRow:
-    row = TourRow(status="running", **fields)
-    session.add(row)
-    await session.flush()
-    return row
-
-
 async def running_elsewhere(session: AsyncSession, chat_id: str, instance_id: str
                             ) -> str | None:
     """The id of a tour of the chat running on another instance, if there is one."""
