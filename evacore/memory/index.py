@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, select
+from sqlalchemy import Select, and_, bindparam, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id, utcnow
@@ -125,20 +126,33 @@ async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMe
     return changed
 
 
+@cache
+def _recent_statement(newest: int) -> Select[Any]:
+    """Built once: the save-time read costs no statement construction."""
+    m, v = Message.__table__.c, Variant.__table__.c
+    return (
+        select(m.id, m.position, m.role, m.name, m.content, m.hidden, m.created_at,
+               m.active_variant_id, v.content, chunks.c.text_hash)
+        .select_from(Message.__table__
+                     .outerjoin(Variant.__table__, v.id == m.active_variant_id)
+                     .outerjoin(chunks, and_(chunks.c.message_id == m.id, chunks.c.part == 0)))
+        .where(m.chat_id == bindparam("p_chat_id"))
+        .order_by(m.position.desc())
+        .limit(newest)
+    )
+
+
 async def index_recent(s: AsyncSession, chat_id: str, newest: int = 4, **chunking: int) -> int:
     """Index the newest messages of a chat (a tour's input and answer, a new variant):
     one query reads them with what the index holds of each."""
-    rows = (await s.execute(
-        select(Message, Variant.content, chunks.c.text_hash)
-        .outerjoin(Variant, Variant.id == Message.active_variant_id)
-        .outerjoin(chunks, and_(chunks.c.message_id == Message.id, chunks.c.part == 0))
-        .where(Message.chat_id == chat_id)
-        .order_by(Message.position.desc())
-        .limit(newest)
-    )).all()
-    stored = {m.id: digest for m, _, digest in rows if digest is not None}
-    return await index_messages(s, chat_id, [_indexed(m, text) for m, text, _ in rows],
-                                stored=stored, **chunking)
+    rows = (await s.execute(_recent_statement(newest), {"p_chat_id": chat_id})).all()
+    stored = {r[0]: r[9] for r in rows if r[9] is not None}
+    messages = [IndexedMessage(id=id_, position=position, role=role, name=name,
+                               content=(variant_text if active else content) or "",
+                               hidden=bool(hidden), created_at=created_at)
+                for (id_, position, role, name, content, hidden, created_at, active,
+                     variant_text, _) in rows]
+    return await index_messages(s, chat_id, messages, stored=stored, **chunking)
 
 
 async def backfill(s: AsyncSession, chat_id: str, from_position: int, limit: int,

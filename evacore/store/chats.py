@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Select, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -50,20 +51,26 @@ async def get_chat(session: AsyncSession, chat_id: str, *, lock: bool = False) -
     return chat
 
 
-async def chat_with_parts(
-    session: AsyncSession, chat_id: str, *, lock: bool = False
-) -> tuple[Chat, Connection | None, Character | None, Persona | None]:
-    """The chat with its connection, character and persona, in one query (a tour's start)."""
+@cache
+def _parts_statement(lock: bool) -> Select[Any]:
+    """Built once: a tour's start costs no statement construction."""
     stmt = (
         select(Chat, Connection, Character, Persona)
         .outerjoin(Connection, Connection.id == Chat.connection_id)
         .outerjoin(Character, Character.id == Chat.character_id)
         .outerjoin(Persona, Persona.id == Chat.persona_id)
-        .where(Chat.id == chat_id)
+        .where(Chat.id == bindparam("p_chat_id"))
     )
-    if lock and session.bind is not None and session.bind.dialect.name == "postgresql":
-        stmt = stmt.with_for_update(of=Chat)
-    row = (await session.execute(stmt)).first()
+    return stmt.with_for_update(of=Chat) if lock else stmt
+
+
+async def chat_with_parts(
+    session: AsyncSession, chat_id: str, *, lock: bool = False
+) -> tuple[Chat, Connection | None, Character | None, Persona | None]:
+    """The chat with its connection, character and persona, in one query (a tour's start);
+    `lock`: the chat's row is locked on PostgreSQL (`FOR UPDATE`)."""
+    lock = lock and session.bind is not None and session.bind.dialect.name == "postgresql"
+    row = (await session.execute(_parts_statement(lock), {"p_chat_id": chat_id})).first()
     if row is None:
         raise NotFound(f"chat {chat_id} not found")
     return row[0], row[1], row[2], row[3]
@@ -166,22 +173,42 @@ async def variants_of(session: AsyncSession, message_ids: list[str]) -> dict[str
     return out
 
 
+_VARIANT_IDS = (select(Variant.__table__.c.id)
+                .where(Variant.__table__.c.message_id == bindparam("p_message_id"))
+                .order_by(Variant.__table__.c.created_at, Variant.__table__.c.id))
+
+
+async def variant_ids(session: AsyncSession, message_id: str) -> list[str]:
+    """A message's variant ids, oldest first (as `variants_of` orders them)."""
+    return list((await session.scalars(_VARIANT_IDS, {"p_message_id": message_id})).all())
+
+
+@cache
+def _history_statement(before: bool, limit: int) -> Select[Any]:
+    """Built once per shape: a history read costs no statement construction. Each message
+    with only what a prompt needs of its active variant (a variant's metadata, the
+    diagnostics of the tour that made it, can be large)."""
+    m, v = Message.__table__.c, Variant.__table__.c
+    stmt = (
+        select(m.id, m.position, m.role, m.name, m.content, m.images, m.hidden, m.created_at,
+               m.extra, v.id, v.content, v.steps, v.status)
+        .select_from(Message.__table__.outerjoin(Variant.__table__,
+                                                 v.id == m.active_variant_id))
+        .where(m.chat_id == bindparam("p_chat_id"))
+    )
+    if before:
+        stmt = stmt.where(m.position < bindparam("p_before"))
+    return stmt.order_by(m.position.desc()).limit(limit)
+
+
 async def history_newest_first(
     session: AsyncSession, chat_id: str, *, before: int | None = None, limit: int = 200
 ) -> list[HistoryMessage]:
     """A batch of messages, newest first, below position `before` (all when None)."""
-    # One query: each message with only what a prompt needs of its active variant (a
-    # variant's metadata, the diagnostics of the tour that made it, can be large).
-    stmt = (
-        select(Message.id, Message.position, Message.role, Message.name, Message.content,
-               Message.images, Message.hidden, Message.created_at, Message.extra,
-               Variant.id, Variant.content, Variant.steps, Variant.status)
-        .outerjoin(Variant, Variant.id == Message.active_variant_id)
-        .where(Message.chat_id == chat_id)
-    )
+    params: dict[str, Any] = {"p_chat_id": chat_id}
     if before is not None:
-        stmt = stmt.where(Message.position < before)
-    rows = (await session.execute(stmt.order_by(Message.position.desc()).limit(limit))).all()
+        params["p_before"] = before
+    rows = (await session.execute(_history_statement(before is not None, limit), params)).all()
     out = []
     for (id_, position, role, name, content, images, hidden, created_at, extra,
          variant_id, variant_content, variant_steps, variant_status) in rows:
@@ -250,15 +277,6 @@ async def count_messages(session: AsyncSession, chat_id: str) -> int:
 async def delete_message(session: AsyncSession, message: Message) -> None:
     await session.execute(delete(Variant).where(Variant.message_id == message.id))
     await session.delete(message)
-
-
-async def bump_turn(session: AsyncSession, chat_id: str) -> int:
-    """Count one committed model answer (SPEC §1 turn) in one statement; returns the new
-    turn."""
-    turn = await session.scalar(
-        update(Chat).where(Chat.id == chat_id).values(turn=Chat.turn + 1)
-        .returning(Chat.turn).execution_options(synchronize_session=False))
-    return int(turn or 0)
 
 
 def message_json(m: Message, variants: list[Variant]) -> dict[str, Any]:

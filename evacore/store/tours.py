@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy import bindparam, delete, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -23,19 +23,19 @@ from evacore.store.tables import ClientOpAnswer
 from evacore.store.tables import Tour as TourRow
 
 
-async def create_tour(session: AsyncSession, **fields: Any) -> TourRow:
-    row = TourRow(status="running", **fields)
-    session.add(row)
-    await session.flush()
-    return row
-
-
 async def running_elsewhere(session: AsyncSession, chat_id: str, instance_id: str
                             ) -> str | None:
     """The id of a tour of the chat running on another instance, if there is one."""
     return await session.scalar(
         select(TourRow.id).where(TourRow.chat_id == chat_id, TourRow.status == "running",
                                  TourRow.instance_id != instance_id).limit(1))
+
+
+_FINISH = (update(TourRow.__table__).where(TourRow.__table__.c.id == bindparam("p_id"))
+           .values(status=bindparam("p_status"), diagnostics=bindparam("p_diagnostics"),
+                   error=bindparam("p_error"), message_id=bindparam("p_message_id"),
+                   variant_id=bindparam("p_variant_id"), finished_at=bindparam("p_finished_at")))
+"""Built once: a tour's end costs no statement construction."""
 
 
 async def finish_tour(
@@ -47,19 +47,16 @@ async def finish_tour(
     error: dict[str, Any] | None = None,
     message_id: str | None = None,
     variant_id: str | None = None,
+    redacted: bool = False,
 ) -> None:
-    await session.execute(
-        update(TourRow)
-        .where(TourRow.id == tour_id)
-        .values(
-            status=status,
-            diagnostics=redact_json(diagnostics),
-            error=redact_json(error),
-            message_id=message_id,
-            variant_id=variant_id,
-            finished_at=utcnow(),
-        )
-    )
+    """End the tour's record; `redacted`: the caller passed diagnostics through
+    `evacore.redact` already."""
+    await session.execute(_FINISH, {
+        "p_id": tour_id, "p_status": status,
+        "p_diagnostics": diagnostics if redacted else redact_json(diagnostics),
+        "p_error": redact_json(error), "p_message_id": message_id,
+        "p_variant_id": variant_id, "p_finished_at": utcnow(),
+    })
 
 
 async def get_tour(session: AsyncSession, tour_id: str) -> TourRow:

@@ -32,23 +32,23 @@ class Macros:
     name = "macros"
 
     async def run(self, core: Core, tour: Tour) -> None:
+        # a message being swiped or regenerated is not part of the chat macros read
+        leaving = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate") \
+            else None
         async with core.session() as s:
             batch = await chat_store.history_newest_first(s, tour.chat_id, limit=HISTORY_BATCH)
             global_vars = dict((await get_setting(s, "global_variables")) or {})
+            shown = [m for m in batch if not m.hidden]
+            swipes = await _swipe_ids(s, tour, shown[0] if shown else None, leaving)
         tour.data["history_batch"] = batch
         tour.data["history_complete"] = len(batch) < HISTORY_BATCH
         card: dict[str, Any] = tour.data["character"]
         persona = tour.data["persona"]
         chat = tour.data["chat"]
         conn = tour.data["connection"]
-        shown = [m for m in batch if not m.hidden]
-        # a message being swiped or regenerated is not part of the chat macros read
-        leaving = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate") \
-            else None
         visible = [m for m in shown if m.id != leaving]
         last_user = next((m for m in visible if m.role == "user"), None)
         last_char = next((m for m in visible if m.role == "assistant"), None)
-        swipes = await _swipe_ids(core, tour, shown[0] if shown else None, leaving)
         if conn["kind"] in TEXT_KINDS:
             from evacore.pipeline.stages.instruct import load_sysprompt
 
@@ -115,18 +115,18 @@ def examples_text(raw: str) -> str:
     return "".join(f"<START>\n{block}\n" for block in split_examples(raw))
 
 
-async def _swipe_ids(core: Core, tour: Tour, last: Any, leaving: str | None
+async def _swipe_ids(s: Any, tour: Tour, last: Any, leaving: str | None
                      ) -> tuple[int | None, int | None]:
     """`{{lastSwipeId}}` (the last message's variant count) and `{{currentSwipeId}}` (the
     1-based active one); a swipe being made counts as the next, pending variant."""
     if last is None:
         return None, None
-    async with core.session() as s:
-        variants = (await chat_store.variants_of(s, [last.id])).get(last.id, [])
-    count = len(variants) or 1
+    if last.variant_id is None and not (tour.mode == "swipe" and last.id == leaving):
+        return 1, 1  # a message without variants (the user's) is its own one swipe
+    ids = await chat_store.variant_ids(s, last.id)
+    count = len(ids) or 1
     if tour.mode == "swipe" and last.id == leaving:
         return count, count + 1
-    ids = [v.id for v in variants]
     current = ids.index(last.variant_id) + 1 if last.variant_id in ids else count
     return count, current
 

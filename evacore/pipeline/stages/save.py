@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from evacore.domain.ids import utcnow
-from evacore.errors import EvacoreError
+from evacore.domain.ids import new_id
+from evacore.errors import EvacoreError, NotFound
 from evacore.logs import get_logger
-from evacore.store import chats as chat_store
+from evacore.redact import redact_json
+from evacore.store import tour_writes
 from evacore.store import tours as tour_store
 from evacore.store.settings import put_setting
-from evacore.store.tables import Chat
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -57,13 +57,14 @@ class Save:
 
 async def _save(core: Core, tour: Tour, *, extras: bool) -> tuple[str | None, str | None]:
     async with core.session() as s:
-        message_id, variant_id = await _store_answer(s, tour, "complete")
-        await _store_chat_state(s, tour, committed=True)
+        diagnostics = redact_json(diagnostics_of(tour))
+        message_id, variant_id = await _store_answer(
+            s, tour, "complete", diagnostics=diagnostics, chat_state=True, committed=True)
         if extras:
             await _store_extras(core, s, tour)
         await tour_store.finish_tour(
-            s, tour.id, status="completed", diagnostics=diagnostics_of(tour),
-            message_id=message_id, variant_id=variant_id,
+            s, tour.id, status="completed", diagnostics=diagnostics,
+            message_id=message_id, variant_id=variant_id, redacted=True,
         )
     return message_id, variant_id
 
@@ -74,8 +75,32 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
-async def _store_answer(s: AsyncSession, tour: Tour, status: str) -> tuple[str | None, str | None]:
-    if tour.mode not in STORED_MODES:
+async def _store_answer(s: AsyncSession, tour: Tour, status: str, *, diagnostics: dict[str, Any],
+                        answer: bool = True, chat_state: bool = False, committed: bool = False
+                        ) -> tuple[str | None, str | None]:
+    """The answer (`answer`, in a mode that keeps one) and, with `chat_state`, the chat's
+    variables, engine state and (`committed`) turn counter: the chat's row is written in one
+    statement, taking the answer's position and counting the turn in the row itself, so no
+    update of another writer is lost. `diagnostics`: the tour's, redacted."""
+    stored = answer and tour.mode in STORED_MODES
+    target_id = tour.data.get("target_message_id") \
+        if tour.mode in ("regenerate", "swipe", "continue") else None
+    chat_data = tour.data["chat"]
+    row = await tour_writes.touch_chat(
+        s, tour.chat_id, take_position=stored and not target_id,
+        count_turn=chat_state and committed and tour.mode in STORED_MODES,
+        variables=dict(chat_data["variables"]) if chat_state else None,
+        state=dict(chat_data["state"]) if chat_state else None,
+    )
+    if row is None:
+        if stored:
+            raise NotFound(f"chat {tour.chat_id} not found")
+        return None, None  # the chat went meanwhile: nothing of it to keep
+    if chat_state:
+        env = tour.data.get("macro_env")
+        if env is not None and env.global_vars != tour.data.get("global_vars_before"):
+            await put_setting(s, "global_variables", dict(env.global_vars))
+    if not stored:
         return None, None
     steps = [st.stored() for st in tour.steps if st.tool_calls]
     for st in steps:
@@ -83,40 +108,26 @@ async def _store_answer(s: AsyncSession, tour: Tour, status: str) -> tuple[str |
             st["text"] = storable(st["text"])
     # in continue mode the prefill (the old text) is already at the answer's front
     content = storable(tour.answer)
-    chat = await chat_store.get_chat(s, tour.chat_id)
-    # Nothing is flushed here: the message, its variant and the chat's counters go out
-    # with the transaction's next statement, one write per row.
-    fields: dict[str, Any] = dict(
-        content=content, steps=steps, finish_reason=tour.finish_reason, status=status,
-        usage=tour.usage, timings=dict(tour.timings), model=tour.data.get("model")
-        or tour.data["connection"].get("model"), tour_id=tour.id,
-        meta={"diagnostics": answer_diagnostics(tour)},
-    )
-    target_id = tour.data.get("target_message_id")
-    if tour.mode in ("regenerate", "swipe", "continue") and target_id:
-        message = await chat_store.get_message(s, tour.chat_id, target_id)
+    variant_id = new_id()
+    if target_id:
+        if not await tour_writes.activate_variant(s, tour.chat_id, target_id, variant_id):
+            raise NotFound(f"message {target_id} not found in chat {tour.chat_id}")
+        message_id = target_id
     else:
-        message = await chat_store.add_message(
-            s, chat, role="assistant", name=tour.data["character"].get("name"), flush=False,
-        )
-    variant = await chat_store.add_variant(s, message, activate=True, flush=False, **fields)
-    chat.updated_at = utcnow()
-    return message.id, variant.id
-
-
-async def _store_chat_state(s: AsyncSession, tour: Tour, *, committed: bool) -> None:
-    """Variables, engine state and (for a committed answer) the turn counter."""
-    chat = await s.get(Chat, tour.chat_id)
-    if chat is None:
-        return
-    chat_data = tour.data["chat"]
-    chat.variables = dict(chat_data["variables"])
-    chat.state = dict(chat_data["state"])
-    if committed and tour.mode in STORED_MODES:
-        await chat_store.bump_turn(s, chat.id)  # in the row itself: no update is lost
-    env = tour.data.get("macro_env")
-    if env is not None and env.global_vars != tour.data.get("global_vars_before"):
-        await put_setting(s, "global_variables", dict(env.global_vars))
+        # a new message is inserted already pointing at its variant
+        name = tour.data["character"].get("name")
+        written = await tour_writes.insert_message(
+            s, tour.chat_id, position=int(row[0]) - 1, role="assistant", name=name,
+            active_variant_id=variant_id)
+        message_id = written["id"]
+    await tour_writes.insert_variant(
+        s, id=variant_id, message_id=message_id, content=content, steps=steps,
+        finish_reason=tour.finish_reason, status=status, usage=tour.usage,
+        timings=dict(tour.timings),
+        model=tour.data.get("model") or tour.data["connection"].get("model"), tour_id=tour.id,
+        meta={"diagnostics": answer_diagnostics(diagnostics, tour.id)}, redacted=True,
+    )
+    return message_id, variant_id
 
 
 async def _store_extras(core: Core, s: AsyncSession, tour: Tour) -> None:
@@ -140,13 +151,13 @@ def diagnostics_of(tour: Tour) -> dict[str, Any]:
     return d
 
 
-def answer_diagnostics(tour: Tour) -> dict[str, Any]:
+def answer_diagnostics(diagnostics: dict[str, Any], tour_id: str) -> dict[str, Any]:
     """What the answer keeps in its metadata: the change log and everything else of the
-    diagnostics except the exact provider requests, which stay with the tour
-    (`GET /v1/tours/{id}`): they repeat the whole prompt and would make history reads heavy."""
-    d = diagnostics_of(tour)
-    d.pop("requests", None)
-    d["tour_id"] = tour.id
+    diagnostics (`diagnostics_of`) except the exact provider requests, which stay with the
+    tour (`GET /v1/tours/{id}`): they repeat the whole prompt and would make history reads
+    heavy."""
+    d = {k: v for k, v in diagnostics.items() if k != "requests"}
+    d["tour_id"] = tour_id
     return d
 
 
@@ -174,19 +185,21 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
     message_id = variant_id = None
     # What can be kept, in falling order: everything; the partial answer and the tour's end
     # without the extras; the tour's end alone. A tour is never left `running`.
+    has_answer = bool(tour.answer) or any(st.tool_calls for st in tour.steps)
     for keep in ("all", "answer", "end"):
         try:
             async with core.session() as s:
-                if keep != "end" and (tour.answer or any(st.tool_calls for st in tour.steps)):
-                    message_id, variant_id = await _store_answer(s, tour, status)
+                diagnostics = redact_json(diagnostics_of(tour) if keep != "end" else {
+                    "error": tour.error, "save_problem": "the tour's record could not be stored"})
+                if keep == "all" or (keep == "answer" and has_answer):
+                    message_id, variant_id = await _store_answer(
+                        s, tour, status, diagnostics=diagnostics, answer=has_answer,
+                        chat_state=keep == "all")
                 if keep == "all":
-                    await _store_chat_state(s, tour, committed=False)
                     await _store_extras(core, s, tour)
-                diagnostics = diagnostics_of(tour) if keep != "end" else {
-                    "error": tour.error, "save_problem": "the tour's record could not be stored"}
                 await tour_store.finish_tour(
-                    s, tour.id, status=status, diagnostics=diagnostics,
-                    error=tour.error, message_id=message_id, variant_id=variant_id,
+                    s, tour.id, status=status, diagnostics=diagnostics, error=tour.error,
+                    message_id=message_id, variant_id=variant_id, redacted=True,
                 )
             break
         except Exception:

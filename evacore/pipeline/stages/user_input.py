@@ -21,6 +21,7 @@ from evacore.errors import ChatBusy, InvalidInput, NotFound
 from evacore.logs import get_logger
 from evacore.pipeline.tour import MODES
 from evacore.store import chats as chat_store
+from evacore.store import tour_writes
 from evacore.store import tours as tour_store
 from evacore.store.tables import User
 
@@ -87,15 +88,15 @@ class UserInput:
                 raise InvalidInput("the chat has no connection; set connection_id first")
             if connection is None:
                 raise NotFound(f"connection {chat.connection_id} not found")
-            # The record first: on SQLite its insert takes the write lock, on PostgreSQL the
-            # chat's row lock is held, so the check below sees every other instance's tour.
-            await tour_store.create_tour(
+            # The record and the check for another instance's tour in one statement: on
+            # SQLite its insert takes the write lock, on PostgreSQL the chat's row lock is
+            # held, so the check sees every other instance's tour.
+            if not await tour_writes.open_tour(
                 s, id=tour.id, chat_id=chat.id, user_id=tour.user_id, mode=tour.mode,
                 env=tour.env, instance_id=core.instance_id,
-            )
-            other = await tour_store.running_elsewhere(s, chat.id, core.instance_id)
-            if other is not None:
-                raise _TakenElsewhere(other)
+            ):
+                other = await tour_store.running_elsewhere(s, chat.id, core.instance_id)
+                raise _TakenElsewhere(other or "?")
             settings, ignored = read_chat_settings(chat.settings)
             params, bad_params = read_connection_params(connection.params)
             ignored += bad_params
@@ -110,11 +111,13 @@ class UserInput:
             target = await self._target(s, tour, chat, last)
             user_message_id = None
             if tour.mode == "normal" and (tour.input_text or tour.input_images):
-                msg = await chat_store.add_message(
-                    s, chat, role="user", content=tour.input_text, images=tour.input_images,
-                    name=persona.name if persona else "User",
+                written = await tour_writes.add_message(
+                    s, chat.id, role="user", content=tour.input_text,
+                    images=tour.input_images, name=persona.name if persona else "User",
                 )
-                user_message_id = msg.id
+                if written is None:
+                    raise NotFound(f"chat {tour.chat_id} not found")
+                user_message_id = written["id"]
             elif tour.mode == "normal" and last is None:
                 raise InvalidInput("the message is empty")
             if ignored:
