@@ -51,9 +51,9 @@ class Reply:
     error body, the in-stream error event and the malformed event, as a careless or
     hostile upstream would. A non-stream answer with `malformed_after` set is broken JSON."""
     flood_bytes: int = 0
-    """Stream this many bytes of text (in `flood_piece` deltas) as fast as the client reads:
-    each write waits while the socket's send buffer is full, so `bytes_written` shows how
-    far a client that stops reading let the answer get."""
+    """Stream this many bytes of text (in `flood_piece` deltas) as fast as the client reads
+    (`token_delay` apart when set): each write waits while the socket's send buffer is
+    full, so `bytes_written` shows how far a client that stops reading let the answer get."""
     flood_piece: int = 4096
 
     def pieces(self) -> list[str]:

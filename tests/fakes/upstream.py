@@ -190,6 +190,8 @@ class FakeUpstream(Served):
         for _ in range(max(1, reply.flood_bytes // len(piece))):
             ex.write(delta)
             await ex.drain()
+            if reply.token_delay:
+                await ex.sleep(reply.token_delay)  # a paced flood: every piece on its own
         for frame in frames[first + 1:]:
             ex.write(frame.data)
         ex.end_stream()

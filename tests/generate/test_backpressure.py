@@ -147,3 +147,32 @@ async def test_r12_4_server_memory_stays_bounded_when_the_client_never_reads(
         finally:
             sock.close()
         assert await openai_fake.await_client_left(5)  # the tour let go of the upstream
+
+
+async def test_r12_4_paced_tokens_to_a_client_that_never_reads_hold_the_provider(
+    server: ServerProcess, openai_fake: FakeUpstream
+) -> None:
+    # Tokens a millisecond apart are written to the client from the tour's own task (no
+    # queue between them): a client that stops reading must still hold the provider back.
+    openai_fake.script.add(Reply(flood_bytes=40 * MB, flood_piece=16 * 1024,
+                                 token_delay=0.001))
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers(),
+                                 timeout=10) as api:
+        chat = await new_chat(api, await fake_connection(api, openai_fake))
+        assert server.proc is not None
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        try:
+            with PeakGrowth(server.proc.pid) as m:
+                sock.sendall(_request(chat, server.port))  # and never read the answer
+                written = await _plateau(openai_fake, quiet=1.5, limit=15)
+            print(f"stalled client, paced: provider wrote {written / MB:.1f} MB of 40; "
+                  f"server peak +{m.mib:.1f} MiB")
+            # what the sockets' kernel buffers hold (about 7 MB here); a relay that kept
+            # writing without waiting for the client let the provider get half as far again
+            assert written < 10 * MB, written
+            assert m.mib < 64, f"the server's peak RSS rose by {m.mib:.0f} MiB"
+        finally:
+            sock.close()
+        assert await openai_fake.await_client_left(5)  # the tour let go of the upstream
