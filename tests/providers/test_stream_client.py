@@ -1,16 +1,19 @@
 """The streamed-answer HTTP client (R2.11): keep-alive that survives a server closing idle
-connections, gzip bodies, a bounded read buffer for a slow consumer, clear errors for what
-is not HTTP, and the proxy environment routed through httpx."""
+connections, TLS with certificate checks, gzip bodies, a bounded read buffer for a slow
+consumer, clear errors for what is not HTTP, and the proxy environment routed through
+httpx."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx
 import pytest
+import trustme
 
 from evacore.errors import ProviderConnectionError
 from evacore.providers import Connection, make_provider
@@ -54,14 +57,16 @@ class _Raw(asyncio.Protocol):
 
 
 @asynccontextmanager
-async def raw_server(answer: Callable[[], bytes], *, close_after: bool = False
+async def raw_server(answer: Callable[[], bytes], *, close_after: bool = False,
+                     tls: ssl.SSLContext | None = None
                      ) -> AsyncIterator[tuple[str, list[int]]]:
     seen: list[int] = []
     server = await asyncio.get_running_loop().create_server(
-        lambda: _Raw(answer, close_after, seen), "127.0.0.1", 0)
+        lambda: _Raw(answer, close_after, seen), "127.0.0.1", 0, ssl=tls)
     port = server.sockets[0].getsockname()[1]
+    scheme, host = ("https", "localhost") if tls else ("http", "127.0.0.1")
     try:
-        yield f"http://127.0.0.1:{port}/v1", seen
+        yield f"{scheme}://{host}:{port}/v1", seen
     finally:
         server.close()
 
@@ -190,3 +195,32 @@ async def test_r2_11_a_header_with_a_line_break_is_refused_before_sending() -> N
             await provider.aclose()
     assert "line break" in str(caught.value)
     assert not seen  # nothing was sent
+
+
+async def test_r2_11_https_upstreams_are_verified_and_kept_alive() -> None:
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_tls)
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
+         b"\r\n\r\n" + _chunked(SSE)
+    async with raw_server(lambda: ok, tls=server_tls) as (url, seen):
+        assert url.startswith("https://localhost:")
+        streams = StreamClient(ssl_context=trusting)
+        provider = make_provider(_connection(url), streams=streams)
+        try:
+            for _ in range(2):
+                assert text_of(await events_of(provider, chat_request())) == "Hi there."
+        finally:
+            await provider.aclose()
+            await streams.aclose()
+        assert len(seen) == 1  # one TLS handshake for both answers
+        # a client that does not trust the server's certificate refuses it
+        untrusting = make_provider(_connection(url))
+        try:
+            with pytest.raises(ProviderConnectionError) as caught:
+                await events_of(untrusting, chat_request())
+        finally:
+            await untrusting.aclose()
+    assert "certificate" in str(caught.value).lower()
