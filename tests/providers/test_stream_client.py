@@ -224,3 +224,16 @@ async def test_r2_11_https_upstreams_are_verified_and_kept_alive() -> None:
         finally:
             await untrusting.aclose()
     assert "certificate" in str(caught.value).lower()
+
+
+async def test_r2_11_a_body_that_ends_with_the_connection_is_read_whole() -> None:
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+              + SSE)
+    async with raw_server(lambda: answer, close_after=True) as (url, seen):
+        provider = make_provider(_connection(url))
+        try:
+            for _ in range(2):
+                assert text_of(await events_of(provider, chat_request())) == "Hi there."
+        finally:
+            await provider.aclose()
+    assert len(seen) == 2  # never reused: the server said it closes
