@@ -91,7 +91,7 @@ class HTTPProvider:
         conn = self.connection
         headers = self.headers(request, stream=True)
         async with (
-            open_stream(self._client, self._streams, wire, headers, dl, conn,
+            open_stream(self._streams, wire, headers, dl, conn,
                         self.endpoint(stream=True)) as response,
             aclosing(sse_events(response, dl, conn)) as sse,
             aclosing(self.parse_stream(sse, request)) as events,
@@ -109,7 +109,7 @@ class HTTPProvider:
         headers = self.headers(request, stream=False)
 
         async def attempt() -> AsyncIterator[Answer]:
-            async with open_stream(self._client, self._streams, wire, headers, dl,
+            async with open_stream(self._streams, wire, headers, dl,
                                    self.connection, self.endpoint(stream=False)) as resp:
                 raw = await read_body(resp, dl, self.connection)
             yield self.parse_answer(parse_json_object(raw, "answer"), request)

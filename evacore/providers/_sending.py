@@ -56,30 +56,16 @@ def _request_timeout(t: Timeouts) -> httpx.Timeout:
     return httpx.Timeout(connect=t.connect, read=None, write=max(t.connect, t.idle), pool=t.connect)
 
 
-@asynccontextmanager
-async def open_response(
-    client: httpx.AsyncClient,
-    wire: WireRequest,
-    headers: Mapping[str, str],
-    dl: Deadlines,
-    conn: Connection,
-    url: str | None = None,
-) -> AsyncIterator[httpx.Response]:
-    """Send `wire` with real headers (and the real `url`: `wire.url` has its secrets
-    masked); yield the streaming response (status < 400).
-
-    Leaving the block for any reason (end, error, cancellation) closes the response, which
-    closes the socket when the body was not read to the end.
-    """
+async def _send_httpx(client: httpx.AsyncClient, wire: WireRequest, url: str,
+                      headers: Mapping[str, str], body: bytes, dl: Deadlines,
+                      conn: Connection) -> HttpxBody:
     try:
-        request = client.build_request(
-            wire.method, url or wire.url, headers=headers, content=orjson.dumps(wire.body),
-            timeout=_request_timeout(conn.timeouts),
-        )
+        request = client.build_request(wire.method, url, headers=headers, content=body,
+                                       timeout=_request_timeout(conn.timeouts))
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise ProviderConnectionError(f"{label(conn)}: bad base URL: {exc}") from None
     try:
-        response = await within(client.send(request, stream=True), dl, conn)
+        return HttpxBody(await within(client.send(request, stream=True), dl, conn))
     except (httpx.ConnectTimeout, httpx.PoolTimeout):
         raise timeout_error(conn, "connect") from None
     except httpx.UnsupportedProtocol as exc:
@@ -89,19 +75,21 @@ async def open_response(
             f"{label(conn)}: connection failed: {redact(str(exc) or type(exc).__name__)}",
             retryable=True,
         ) from None
+
+
+async def _send_streams(streams: StreamClient, wire: WireRequest, url: str,
+                        headers: Mapping[str, str], body: bytes, dl: Deadlines,
+                        conn: Connection) -> StreamResponse:
     try:
-        if response.status_code >= 400:
-            raw = await within(response.aread(), dl, conn)
-            raise http_error(conn, response.status_code, upstream_message(raw), response.headers)
-        yield response
-    except httpx.TransportError as exc:
-        what = redact(str(exc) or type(exc).__name__)
+        return await within(
+            streams.send(wire.method, url, headers, body, conn.timeouts.connect), dl, conn)
+    except ValueError as exc:
+        raise ProviderConnectionError(f"{label(conn)}: {redact(str(exc))}") from None
+    except TimeoutError:
+        raise timeout_error(conn, "connect") from None
+    except StreamError as exc:
         raise ProviderConnectionError(
-            f"{label(conn)}: the connection broke during the answer: {what}",
-            retryable=not dl.first_token_seen,
-        ) from None
-    finally:
-        await response.aclose()
+            f"{label(conn)}: connection failed: {redact(str(exc))}", retryable=True) from None
 
 
 async def read_body(response: StreamResponse | HttpxBody, dl: Deadlines,
@@ -133,6 +121,8 @@ class HttpxBody:
 
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
+        self.status_code = response.status_code
+        self.headers = response.headers
         encoded = response.headers.get("content-encoding", "identity").lower() not in (
             "", "identity")
         self._chunks = (response.aiter_bytes() if encoded else response.aiter_raw()).__aiter__()
@@ -146,10 +136,12 @@ class HttpxBody:
     async def aread(self) -> bytes:
         return await self.response.aread()
 
+    async def aclose(self) -> None:
+        await self.response.aclose()
+
 
 @asynccontextmanager
 async def open_stream(
-    client: httpx.AsyncClient,
     streams: StreamClient,
     wire: WireRequest,
     headers: Mapping[str, str],
@@ -157,33 +149,31 @@ async def open_stream(
     conn: Connection,
     url: str | None = None,
 ) -> AsyncIterator[StreamResponse | HttpxBody]:
-    """Send `wire` and yield its response (status < 400) to `read()` chunk by chunk or
-    `aread()` whole: through `streams` (one parser callback per network read), or through
-    httpx when a proxy applies."""
+    """Send `wire` with real headers (and the real `url`: `wire.url` has its secrets
+    masked) and yield its response (status < 400) to `read()` chunk by chunk or `aread()`
+    whole: through `streams` (one parser callback per network read), or, when the
+    environment names a proxy for the URL, through its httpx client that speaks to it.
+
+    Leaving the block for any reason (end, error, cancellation) closes the response, which
+    closes the socket when the body was not read to the end.
+    """
     target = url or wire.url
-    if proxied(target):
-        async with open_response(client, wire, headers, dl, conn, url) as response:
-            yield HttpxBody(response)
-        return
     body = orjson.dumps(wire.body)
-    try:
-        response = await within(
-            streams.send(wire.method, target, headers, body, conn.timeouts.connect), dl, conn)
-    except ValueError as exc:
-        raise ProviderConnectionError(f"{label(conn)}: {redact(str(exc))}") from None
-    except TimeoutError:
-        raise timeout_error(conn, "connect") from None
-    except StreamError as exc:
-        raise ProviderConnectionError(
-            f"{label(conn)}: connection failed: {redact(str(exc))}", retryable=True) from None
+    response: StreamResponse | HttpxBody
+    if proxied(target):
+        response = await _send_httpx(streams.via_proxy(), wire, target, headers, body, dl,
+                                     conn)
+    else:
+        response = await _send_streams(streams, wire, target, headers, body, dl, conn)
     try:
         if response.status_code >= 400:
             raw = await within(response.aread(), dl, conn)
             raise http_error(conn, response.status_code, upstream_message(raw), response.headers)
         yield response
-    except StreamError as exc:
+    except (StreamError, httpx.TransportError) as exc:
+        what = redact(str(exc) or type(exc).__name__)
         raise ProviderConnectionError(
-            f"{label(conn)}: the connection broke during the answer: {redact(str(exc))}",
+            f"{label(conn)}: the connection broke during the answer: {what}",
             retryable=not dl.first_token_seen,
         ) from None
     finally:

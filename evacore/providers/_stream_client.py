@@ -204,6 +204,15 @@ class StreamClient:
         self._ssl = ssl_context
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
         self._targets: dict[str, tuple[tuple[str, str, int], str, str]] = {}
+        self._via_proxy: httpx.AsyncClient | None = None
+
+    def via_proxy(self) -> httpx.AsyncClient:
+        """An httpx client with the environment's proxies (`HTTPS_PROXY`…), made on first
+        use, for the requests the environment sends through a proxy."""
+        if self._via_proxy is None:
+            self._via_proxy = httpx.AsyncClient(timeout=None, follow_redirects=False,
+                                                trust_env=True)
+        return self._via_proxy
 
     def _tls(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -313,6 +322,8 @@ class StreamClient:
         return sum(1 for conns in self._idle.values() for c in conns if not c.closed)
 
     async def aclose(self) -> None:
+        if self._via_proxy is not None:
+            await self._via_proxy.aclose()
         for conns in self._idle.values():
             for conn in conns:
                 if conn.transport is not None:

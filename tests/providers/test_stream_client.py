@@ -159,6 +159,24 @@ async def test_r2_11_a_proxy_from_the_environment_is_honoured(
     assert not transport.proxied("http://127.0.0.1:8080/v1/chat/completions")
 
 
+async def test_r2_11_a_proxied_answer_goes_through_the_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
+         b"\r\n\r\n" + _chunked(SSE)
+    async with raw_server(lambda: ok) as (proxy_url, seen):
+        monkeypatch.setattr(transport, "_PROXIED", {})
+        monkeypatch.setenv("HTTP_PROXY", proxy_url.removesuffix("/v1"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        provider = make_provider(_connection("http://upstream.invalid/v1"))
+        try:
+            assert text_of(await events_of(provider, chat_request())) == "Hi there."
+        finally:
+            await provider.aclose()
+    assert len(seen) == 1  # the request reached the proxy, not the unresolvable host
+
+
 async def test_r2_11_a_bad_url_is_named() -> None:
     provider = make_provider(_connection("ftp://example.com/v1"))
     try:
