@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import httpx
 import orjson
@@ -123,13 +124,16 @@ def _request(chat_id: str, port: int) -> bytes:
     return head.encode() + body
 
 
-async def test_r12_4_server_memory_stays_bounded_when_the_client_never_reads(
-    server: ServerProcess, openai_fake: FakeUpstream
-) -> None:
-    openai_fake.script.add(Reply(flood_bytes=300 * MB, flood_piece=PIECE))
+@asynccontextmanager
+async def _stalled(server: ServerProcess, fake: FakeUpstream, reply: Reply
+                   ) -> AsyncIterator[tuple[httpx.AsyncClient, str, int, PeakGrowth]]:
+    """A generate whose client sends its request and never reads the answer: yields the
+    API client, the chat, what the provider had written once it was held, and the server's
+    peak RSS growth; afterwards the tour must have let go of the upstream."""
+    fake.script.add(reply)
     async with httpx.AsyncClient(base_url=server.url, headers=server.headers(),
                                  timeout=10) as api:
-        chat = await new_chat(api, await fake_connection(api, openai_fake))
+        chat = await new_chat(api, await fake_connection(api, fake))
         assert server.proc is not None
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -137,16 +141,24 @@ async def test_r12_4_server_memory_stays_bounded_when_the_client_never_reads(
         try:
             with PeakGrowth(server.proc.pid) as m:
                 sock.sendall(_request(chat, server.port))  # and never read the answer
-                written = await _plateau(openai_fake, quiet=1.5, limit=15)
-            print(f"stalled client: provider wrote {written / MB:.1f} MB of 300; server "
-                  f"peak +{m.mib:.1f} MiB over {m.seconds:.1f} s")
-            assert written < 80 * MB, written
-            assert m.mib < 64, f"the server's peak RSS rose by {m.mib:.0f} MiB"
-            tours = (await api.get(f"/v1/chats/{chat}")).status_code
-            assert tours == 200  # the server answers others meanwhile
+                written = await _plateau(fake, quiet=1.5, limit=15)
+            yield api, chat, written, m
         finally:
             sock.close()
-        assert await openai_fake.await_client_left(5)  # the tour let go of the upstream
+        assert await fake.await_client_left(5)  # the tour let go of the upstream
+
+
+async def test_r12_4_server_memory_stays_bounded_when_the_client_never_reads(
+    server: ServerProcess, openai_fake: FakeUpstream
+) -> None:
+    reply = Reply(flood_bytes=300 * MB, flood_piece=PIECE)
+    async with _stalled(server, openai_fake, reply) as (api, chat, written, m):
+        print(f"stalled client: provider wrote {written / MB:.1f} MB of 300; server "
+              f"peak +{m.mib:.1f} MiB over {m.seconds:.1f} s")
+        assert written < 80 * MB, written
+        assert m.mib < 64, f"the server's peak RSS rose by {m.mib:.0f} MiB"
+        tours = (await api.get(f"/v1/chats/{chat}")).status_code
+        assert tours == 200  # the server answers others meanwhile
 
 
 async def test_r12_4_paced_tokens_to_a_client_that_never_reads_hold_the_provider(
@@ -154,25 +166,11 @@ async def test_r12_4_paced_tokens_to_a_client_that_never_reads_hold_the_provider
 ) -> None:
     # Tokens a millisecond apart are written to the client from the tour's own task (no
     # queue between them): a client that stops reading must still hold the provider back.
-    openai_fake.script.add(Reply(flood_bytes=40 * MB, flood_piece=16 * 1024,
-                                 token_delay=0.001))
-    async with httpx.AsyncClient(base_url=server.url, headers=server.headers(),
-                                 timeout=10) as api:
-        chat = await new_chat(api, await fake_connection(api, openai_fake))
-        assert server.proc is not None
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", server.port))
-        try:
-            with PeakGrowth(server.proc.pid) as m:
-                sock.sendall(_request(chat, server.port))  # and never read the answer
-                written = await _plateau(openai_fake, quiet=1.5, limit=15)
-            print(f"stalled client, paced: provider wrote {written / MB:.1f} MB of 40; "
-                  f"server peak +{m.mib:.1f} MiB")
-            # what the sockets' kernel buffers hold (about 7 MB here); a relay that kept
-            # writing without waiting for the client let the provider get half as far again
-            assert written < 10 * MB, written
-            assert m.mib < 64, f"the server's peak RSS rose by {m.mib:.0f} MiB"
-        finally:
-            sock.close()
-        assert await openai_fake.await_client_left(5)  # the tour let go of the upstream
+    reply = Reply(flood_bytes=40 * MB, flood_piece=16 * 1024, token_delay=0.001)
+    async with _stalled(server, openai_fake, reply) as (_, _, written, m):
+        print(f"stalled client, paced: provider wrote {written / MB:.1f} MB of 40; "
+              f"server peak +{m.mib:.1f} MiB")
+        # what the sockets' kernel buffers hold (about 7 MB here); a relay that kept
+        # writing without waiting for the client let the provider get half as far again
+        assert written < 10 * MB, written
+        assert m.mib < 64, f"the server's peak RSS rose by {m.mib:.0f} MiB"
