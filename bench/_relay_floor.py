@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from fake_upstream import take_requests
+
 REQUEST = (b'{"model":"floor","stream":true,"stream_options":{"include_usage":true},'
            b'"messages":[{"role":"user","content":"Hello"}]}')
 
@@ -44,14 +46,7 @@ class _Client(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        while (end := self.buf.find(b"\r\n\r\n")) >= 0:
-            head = bytes(self.buf[:end]).lower()
-            length = 0
-            if (at := head.find(b"content-length:")) >= 0:
-                length = int(head[at + 15:].split(b"\r\n", 1)[0])
-            if len(self.buf) < end + 4 + length:
-                return
-            del self.buf[: end + 4 + length]
+        for _ in take_requests(self.buf):
             asyncio.get_running_loop().create_task(self._forward())
 
     async def _forward(self) -> None:

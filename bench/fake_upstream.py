@@ -78,6 +78,22 @@ class Prebuilt:
                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
+def take_requests(buf: bytearray) -> list[tuple[bytes, bytes]]:
+    """The whole requests at the front of `buf` as (lower-cased head, body), taken out of it;
+    a request still arriving stays."""
+    out = []
+    while (end := buf.find(b"\r\n\r\n")) >= 0:
+        head = bytes(buf[:end]).lower()
+        length = 0
+        if (at := head.find(b"content-length:")) >= 0:
+            length = int(head[at + 15:].split(b"\r\n", 1)[0])
+        if len(buf) < end + 4 + length:
+            break
+        out.append((head, bytes(buf[end + 4: end + 4 + length])))
+        del buf[: end + 4 + length]
+    return out
+
+
 _NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
 
@@ -92,15 +108,7 @@ class _Protocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        while (end := self.buf.find(b"\r\n\r\n")) >= 0:
-            head = bytes(self.buf[:end]).lower()
-            length = 0
-            if (at := head.find(b"content-length:")) >= 0:
-                length = int(head[at + 15 :].split(b"\r\n", 1)[0])
-            if len(self.buf) < end + 4 + length:
-                return
-            body = bytes(self.buf[end + 4 : end + 4 + length])
-            del self.buf[: end + 4 + length]
+        for head, body in take_requests(self.buf):
             self._answer(head.split(b" ", 2)[1].split(b"?")[0], body)
 
     def _answer(self, path: bytes, body: bytes) -> None:
