@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from evacore.logs import get_logger
 from evacore.pipeline import metrics
 from evacore.pipeline.chat_turns import ChatTurns, Turn
+from evacore.pipeline.events import Batch
 from evacore.pipeline.request import TourRequest, tour_for
 from evacore.pipeline.runner import run_tour
 from evacore.pipeline.tour import Tour
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 ABORT_POLL_SECONDS = 0.5
-
-
-Batch = list[tuple[str, dict[str, Any]]]
 
 
 class RunningTour:

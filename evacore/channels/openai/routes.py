@@ -37,6 +37,7 @@ from evacore.channels.openai.models import list_models, resolve
 from evacore.domain.roles import Identity
 from evacore.errors import EvacoreError
 from evacore.logs import get_logger
+from evacore.pipeline.events import Batch
 from evacore.pipeline.manager import RunningTour
 from evacore.pipeline.request import TourRequest
 from evacore.pipeline.tour import Tour
@@ -45,7 +46,6 @@ from evacore.store.users import identify
 log = get_logger(__name__)
 CHAT_HEADER = "X-Evacore-Chat"
 TOUR_HEADER = "X-Evacore-Tour"
-Batch = list[tuple[str, dict[str, Any]]]
 
 
 class OpenAIRoute(APIRoute):

@@ -23,6 +23,7 @@ from evacore.domain.json_values import JsonObject
 from evacore.domain.roles import EnvOverrides
 from evacore.errors import EvacoreError, ProviderError
 from evacore.formats.limits import MAX_MESSAGE_CHARS
+from evacore.pipeline.events import Batch
 from evacore.pipeline.request import TourRequest
 from evacore.pipeline.tour import Tour
 from evacore.server.auth import AnyUser, Identity
@@ -154,9 +155,6 @@ async def _client_gone(request: Request) -> None:
     the next ASGI message is the disconnect; servers do not cancel the endpoint for it)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-Batch = list[tuple[str, dict[str, Any]]]
 
 
 def _frames(batch: Batch) -> bytes:
