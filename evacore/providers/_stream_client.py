@@ -75,9 +75,6 @@ class _Conn(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(f"malformed HTTP from the upstream: {exc}")
 
-    def eof_received(self) -> bool | None:
-        return None  # close the transport; connection_lost says what it meant
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if not self.complete and self.error is None:
@@ -91,12 +88,6 @@ class _Conn(asyncio.Protocol):
                 self._fail("the upstream closed the connection"
                            + (f": {exc}" if exc else ""))
         self._wake()
-
-    def pause_writing(self) -> None:  # the request body is written at once; nothing to pace
-        pass
-
-    def resume_writing(self) -> None:
-        pass
 
     # --- httptools callbacks --------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -316,10 +307,6 @@ class StreamClient:
             return
         conn.idle_since = now
         idle.append(conn)
-
-    def open_connections(self) -> int:
-        """Idle connections kept (for tests and diagnostics)."""
-        return sum(1 for conns in self._idle.values() for c in conns if not c.closed)
 
     async def aclose(self) -> None:
         if self._via_proxy is not None:
