@@ -7,7 +7,7 @@ a tour is recorded once, when it ends.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -26,13 +26,18 @@ TOKENS = Counter("evacore_tokens_total", "Tokens reported by providers.", ["dire
 PROVIDER_ERRORS = Counter("evacore_provider_errors_total",
                           "Tours that failed on the provider, by error code.", ["code"])
 ACTIVE = Gauge("evacore_tours_active", "Tours running on this instance now.")
+_STAGE_CHILDREN: dict[str, Any] = {}
+"""stage -> its histogram child (`labels()` takes a lock and builds a key on every call)."""
 
 
 def record(tour: Tour) -> None:
     """Count one ended tour."""
     TOURS.labels(tour.status, tour.mode).inc()
     for stage, ms in tour.timings.items():
-        STAGE_SECONDS.labels(stage).observe(ms / 1000)
+        child = _STAGE_CHILDREN.get(stage)
+        if child is None:
+            child = _STAGE_CHILDREN[stage] = STAGE_SECONDS.labels(stage)
+        child.observe(ms / 1000)
     first = tour.diagnostics.get("first_token_ms")
     if isinstance(first, int | float):
         FIRST_TOKEN_SECONDS.observe(first / 1000)

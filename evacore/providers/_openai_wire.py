@@ -6,6 +6,7 @@ Must not: build request bodies (openai_chat.py and openai_text.py do).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,9 +47,10 @@ COMPAT_SAMPLERS = frozenset({
 _FINISH = {"function_call": "tool_calls", "eos": "stop", "eos_token": "stop"}
 
 
+@functools.lru_cache(maxsize=256)
 def openai_base(base: str) -> str:
     """`http://host:8080` gets `/v1`; a URL with a path (`…/api/v1`, `…/openai/v1`) is kept.
-    `base` has no query (see `openai_url`)."""
+    `base` has no query (see `openai_url`). Remembered: every request asks for its base."""
     url = base.strip().rstrip("/")
     if httpx.URL(url).path in ("", "/"):
         url += "/v1"

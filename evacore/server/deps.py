@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from evacore.core import Core
 
 
-def get_core(request: Request) -> Core:
+async def get_core(request: Request) -> Core:
+    """The app's core (async, so FastAPI never sends it to its thread pool)."""
     return request.app.state.core
 
 
