@@ -87,6 +87,10 @@ class OneTripConnection(aiosqlite.Connection):
     def cursor(self) -> OneTripCursor:  # type: ignore[override]
         return OneTripCursor(self)
 
+    async def run(self, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
+        """One statement in one trip (`store/direct.py`): the rows it returns."""
+        return (await self._execute(_run, self._conn, sql, parameters, False))[3]  # type: ignore[no-any-return]
+
     async def commit(self) -> None:
         if self._connection is not None and not self._connection.in_transaction:
             return

@@ -1,6 +1,7 @@
 """The writes a tour makes at its start (stage 1) and its end (stage 14), as single Core
 statements built once at import: no ORM objects, no flush, no statement construction or
-cache-key work per tour, one statement per row.
+cache-key work per tour, one statement per row, each on SQLite in one trip to the driver
+(`store/direct.py`).
 
 Must not: decide what a tour stores (the stages do) or open transactions (callers pass the
 session of theirs). What several writers of one chat could race on is taken from the row in
@@ -10,14 +11,16 @@ for a tour on another instance inside the tour's own `INSERT`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Row, Update, bindparam, exists, insert, select, update
+from sqlalchemy import Update, bindparam, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id, utcnow
 from evacore.redact import redact_json
+from evacore.store import direct
 from evacore.store.tables import Chat, Message, Variant
 from evacore.store.tables import Tour as TourRow
 
@@ -54,7 +57,7 @@ async def open_tour(session: AsyncSession, *, id: str, chat_id: str, user_id: st
               "p_status": "running", "p_env": env, "p_diagnostics": {},
               "p_instance_id": instance_id, "p_abort_requested": False,
               "p_created_at": utcnow()}
-    return (await session.execute(_OPEN_TOUR, params)).first() is not None
+    return bool(await direct.execute(session, _OPEN_TOUR, params))
 
 
 @cache
@@ -74,7 +77,7 @@ def _touch(take_position: bool, count_turn: bool, chat_state: bool) -> Update:
 
 async def touch_chat(session: AsyncSession, chat_id: str, *, take_position: bool = False,
                      count_turn: bool = False, variables: dict[str, Any] | None = None,
-                     state: dict[str, Any] | None = None) -> Row[Any] | None:
+                     state: dict[str, Any] | None = None) -> Sequence[Any] | None:
     """One `UPDATE … RETURNING` of the chat's row: `updated_at`, and as asked the next
     message position taken, one committed answer counted (SPEC §1 turn), the variables and
     engine state written (both or neither). Returns (next_position, turn) as they are after
@@ -83,8 +86,8 @@ async def touch_chat(session: AsyncSession, chat_id: str, *, take_position: bool
     params: dict[str, Any] = {"p_chat_id": chat_id, "p_updated_at": utcnow()}
     if chat_state:
         params.update(p_variables=variables, p_state=state if state is not None else {})
-    stmt = _touch(take_position, count_turn, chat_state)
-    return (await session.execute(stmt, params)).first()
+    rows = await direct.execute(session, _touch(take_position, count_turn, chat_state), params)
+    return rows[0] if rows else None
 
 
 async def add_message(session: AsyncSession, chat_id: str, *, role: str, content: str = "",
@@ -111,7 +114,7 @@ async def insert_message(session: AsyncSession, chat_id: str, *, position: int, 
            "name": name, "content": content, "images": images or [],
            "active_variant_id": active_variant_id, "hidden": False, "extra": extra or {},
            "created_at": utcnow()}
-    await session.execute(_INSERT_MESSAGE, row)
+    await direct.execute(session, _INSERT_MESSAGE, row)
     return row
 
 
@@ -120,7 +123,7 @@ async def activate_variant(session: AsyncSession, chat_id: str, message_id: str,
     """Make `variant_id` the message's active variant; False when the message is not the
     chat's (or is gone)."""
     params = {"p_id": message_id, "p_chat_id": chat_id, "p_variant_id": variant_id}
-    return (await session.execute(_ACTIVATE, params)).first() is not None
+    return bool(await direct.execute(session, _ACTIVATE, params))
 
 
 async def insert_variant(session: AsyncSession, *, id: str, message_id: str,
@@ -133,4 +136,4 @@ async def insert_variant(session: AsyncSession, *, id: str, message_id: str,
     row = {"id": id, "message_id": message_id, "content": "", "steps": [],
            "finish_reason": None, "status": "complete", "usage": {}, "timings": {},
            "model": None, "tour_id": None, "meta": {}, "created_at": utcnow(), **fields}
-    await session.execute(_INSERT_VARIANT, row)
+    await direct.execute(session, _INSERT_VARIANT, row)

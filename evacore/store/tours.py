@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from evacore.domain.ids import utcnow
 from evacore.errors import Conflict, NotFound
 from evacore.redact import redact_json
+from evacore.store import direct
 from evacore.store.tables import ClientOpAnswer
 from evacore.store.tables import Tour as TourRow
 
@@ -51,7 +52,7 @@ async def finish_tour(
 ) -> None:
     """End the tour's record; `redacted`: the caller passed diagnostics through
     `evacore.redact` already."""
-    await session.execute(_FINISH, {
+    await direct.execute(session, _FINISH, {
         "p_id": tour_id, "p_status": status,
         "p_diagnostics": diagnostics if redacted else redact_json(diagnostics),
         "p_error": redact_json(error), "p_message_id": message_id,

@@ -1,0 +1,114 @@
+"""Pre-built statements run straight on the driver (store/direct.py) store exactly what
+`session.execute` stores, in the caller's transaction, on every backend; errors keep
+SQLAlchemy's classes; whoever listens to statements still sees every one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import bindparam, event, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from evacore.core import Core
+from evacore.store import direct
+from evacore.store.sqlite_driver import OneTripConnection
+from evacore.store.tables import Chat, Setting
+from evacore.store.tables import Tour as TourRow
+
+_tours = TourRow.__table__
+_INSERT = insert(_tours)
+_FINISH = (update(_tours).where(_tours.c.id == bindparam("p_id"), _tours.c.status == "running")
+           .values(status=bindparam("p_status"), diagnostics=bindparam("p_diagnostics"),
+                   abort_requested=bindparam("p_abort"))
+           .returning(_tours.c.id))
+_ADD_SETTING = insert(Setting.__table__)
+
+
+async def _chat(core: Core) -> str:
+    async with core.session() as s:
+        chat = Chat(id=f"c-{datetime.now(UTC).timestamp()}", title="t")
+        s.add(chat)
+    return chat.id
+
+
+def _tour(chat_id: str, tour_id: str) -> dict[str, Any]:
+    return {"id": tour_id, "chat_id": chat_id, "user_id": None, "mode": "normal",
+            "status": "running", "env": {"é": [1, 2.5, None], "nested": {"a": "ü"}},
+            "diagnostics": {}, "instance_id": "i-1", "abort_requested": False,
+            "created_at": datetime(2026, 12, 1, 12, 30, 45, 123456, tzinfo=UTC)}
+
+
+async def _stored(core: Core, tour_id: str) -> tuple[Any, ...]:
+    async with core.session() as s:
+        row = (await s.execute(select(TourRow).where(TourRow.id == tour_id))).scalar_one()
+        return (row.chat_id, row.mode, row.status, row.env, row.diagnostics,
+                row.abort_requested, row.created_at.replace(tzinfo=None))
+
+
+async def test_a_direct_insert_stores_what_session_execute_stores(core: Core) -> None:
+    chat_id = await _chat(core)
+    async with core.session() as s:
+        await s.execute(_INSERT, _tour(chat_id, "t-orm"))
+        assert not await direct.execute(s, _INSERT, _tour(chat_id, "t-direct"))
+    assert await _stored(core, "t-direct") == await _stored(core, "t-orm")
+    assert (await _stored(core, "t-direct"))[3] == {"é": [1, 2.5, None], "nested": {"a": "ü"}}
+
+
+async def test_an_update_returns_its_rows_and_honours_literals_in_its_where(core: Core) -> None:
+    chat_id = await _chat(core)
+    async with core.session() as s:
+        await direct.execute(s, _INSERT, _tour(chat_id, "t-1"))
+    params = {"p_id": "t-1", "p_status": "complete", "p_diagnostics": {"k": [True]},
+              "p_abort": True}
+    async with core.session() as s:
+        assert [tuple(r) for r in await direct.execute(s, _FINISH, params)] == [("t-1",)]
+    async with core.session() as s:  # no longer `running`: the literal in the WHERE holds
+        assert list(await direct.execute(s, _FINISH, params)) == []
+    _, _, status, _, diagnostics, abort_requested, _ = await _stored(core, "t-1")
+    assert (status, diagnostics, abort_requested) == ("complete", {"k": [True]}, True)
+
+
+async def test_a_failed_statement_is_an_integrity_error_and_rolls_back(core: Core) -> None:
+    with pytest.raises(IntegrityError):
+        async with core.session() as s:
+            await direct.execute(s, _ADD_SETTING, {"key": "dup", "value": {"v": 1},
+                                                   "updated_at": datetime.now(UTC)})
+            await direct.execute(s, _ADD_SETTING, {"key": "dup", "value": {"v": 2},
+                                                   "updated_at": datetime.now(UTC)})
+    async with core.session() as s:
+        assert await s.get(Setting, "dup") is None  # the first insert went with the rollback
+
+
+async def test_sqlite_takes_one_driver_trip_unless_someone_listens(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if core.engine.dialect.name != "sqlite":
+        pytest.skip("the direct path is SQLite's")
+    trips: list[str] = []
+    run = OneTripConnection.run
+
+    async def counted(self: OneTripConnection, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        trips.append(sql)
+        return await run(self, sql, args)
+
+    monkeypatch.setattr(OneTripConnection, "run", counted)
+    chat_id = await _chat(core)
+    async with core.session() as s:
+        await direct.execute(s, _INSERT, _tour(chat_id, "t-a"))
+    assert len(trips) == 1 and trips[0].startswith("INSERT INTO tours")
+
+    seen: list[str] = []
+
+    def note(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    event.listen(core.engine.sync_engine, "before_cursor_execute", note)
+    try:
+        async with core.session() as s:
+            await direct.execute(s, _INSERT, _tour(chat_id, "t-b"))
+    finally:
+        event.remove(core.engine.sync_engine, "before_cursor_execute", note)
+    assert len(trips) == 1 and [q for q in seen if q.startswith("INSERT INTO tours")]
+    assert (await _stored(core, "t-b"))[0] == chat_id
