@@ -36,6 +36,21 @@ def test_remembered_secrets_go_in_every_form() -> None:
     assert r.redact(text) == "sent ***, quoted ***, abc stays"
 
 
+def test_known_secrets_are_found_in_long_texts_and_past_the_probed_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prose = "An ordinary paragraph of a long prompt, nothing secret here. " * 400
+    r.remember(['quo"ted\\key-7731', "plain-key-55120"])
+    escaped = 'quo\\"ted\\\\key-7731'  # as it stands inside a JSON text
+    text = prose + escaped + " and plain-key-55120 " + prose
+    assert r.redact(text) == prose + "*** and *** " + prose
+    assert r.redact(prose) == prose
+    monkeypatch.setattr(r, "_MAX_PROBED", 0)  # many known secrets: the pattern alone
+    r.remember(["one-more-secret-8812"])
+    assert r._known_re is not None and r._known_re[1] is None
+    assert r.redact("x one-more-secret-8812 plain-key-55120 y") == "x *** *** y"
+
+
 def test_connection_secrets_are_the_key_secret_headers_query_and_password() -> None:
     found = r.connection_secrets(
         "the-api-key", "https://u:pass-word@h/v1?key=qk-123456&model=m",
