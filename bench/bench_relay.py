@@ -61,10 +61,10 @@ class Scenario:
 
 
 FULL = (Scenario("s1", 1, 200, 0, count=30), Scenario("long", 1, 2000, 0, count=4),
-        Scenario("paced", 1, 200, 2, count=6),
+        Scenario("paced", 1, 200, 2, count=6), Scenario("tour1", 1, 1, 0, count=20),
         Scenario("s2", 64, 100, 5, seconds=10), Scenario("s3", 256, 100, 5, seconds=12))
 QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=1),
-         Scenario("paced", 1, 50, 2, count=1),
+         Scenario("paced", 1, 50, 2, count=1), Scenario("tour1", 1, 1, 0, count=3),
          Scenario("s2", 2, 100, 5, seconds=0.5), Scenario("s3", 6, 100, 5, seconds=0.5))
 
 
@@ -354,14 +354,14 @@ def _target_rows(scenario: Scenario, d: dict[str, Any], e: dict[str, Any], prefi
     tokens = e["tokens"]
     per_token = _per_token_us(e)
     judge = judged and s in ("s2", "s3")  # tokens that arrive paced, as models send them
-    rows.append(_row(
+    rows += [] if s == "tour1" else [_row(  # a one-token tour is all fixed cost
         f"{s}_{prefix}cpu_us_per_token", round(per_token, 1), "µs",
         f"{who}'s CPU (scheduler ns, all threads) {e['cpu_seconds']:.3f} s / {tokens} tokens "
         f"relayed ({label})"
         + ("; long answers: the per-tour cost is spread thin" if s == "long" else
            "; one token per upstream read: no burst to batch" if s == "paced" else ""),
         f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
-        per_token <= CPU_US_PER_TOKEN if judge else None))
+        per_token <= CPU_US_PER_TOKEN if judge else None)]
     if scenario.count:  # every request ran to its end: the CPU divides cleanly
         rows.append(_row(f"{s}_{prefix}cpu_ms_per_tour", round(_cpu_per_tour_ms(scenario, e), 2),
                          "ms", f"{who}'s CPU per request through {label}, {scenario.tokens} "
@@ -376,12 +376,13 @@ def _target_rows(scenario: Scenario, d: dict[str, Any], e: dict[str, Any], prefi
 
 def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target: str = "evacore",
                 prefix: str = "") -> list[dict[str, Any]]:
-    """Per-tour and per-token CPU from two answer lengths (S1 and long, one stream each)."""
-    short, long_ = scenarios["s1"], scenarios["long"]
+    """Per-token CPU from two answer lengths (S1 and long, one stream each); the fixed cost
+    of a tour measured on one-token answers (`tour1`), each a tour of its own."""
+    short, long_, one = scenarios["s1"], scenarios["long"], scenarios["tour1"]
     a = _cpu_per_tour_ms(short, results["s1"][target])
     b = _cpu_per_tour_ms(long_, results["long"][target])
     marginal = (b - a) * 1000 / (long_.tokens - short.tokens)
-    fixed = a - marginal * short.tokens / 1000
+    fixed = _cpu_per_tour_ms(one, results["tour1"][target]) - marginal * one.tokens / 1000
     paced = []
     if "paced" in results and scenarios["paced"].count:
         sc = scenarios["paced"]
@@ -399,8 +400,8 @@ def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target:
              f"(CPU per {long_.tokens}-token tour - CPU per {short.tokens}-token tour) / "
              f"{long_.tokens - short.tokens}: the relay's own cost per token"),
         _row(f"{prefix}cpu_ms_per_tour_fixed", round(fixed, 2), "ms",
-             f"CPU per {short.tokens}-token tour minus {short.tokens} x the per-token cost: "
-             "everything a tour costs besides relaying tokens",
+             f"CPU per one-token tour ({one.count} in a row on one chat, `tour1`) minus that "
+             "token's cost: everything a tour costs besides relaying tokens",
              f"<= {FIXED_MS_PER_TOUR:g} ms" if target != "litellm" else None,
              fixed <= FIXED_MS_PER_TOUR if target != "litellm" else None),
     ]
