@@ -8,9 +8,10 @@ parameter names; its parameters pass SQLAlchemy's own bind processors (JSON, dat
 booleans), so what is stored is what `session.execute` would store.
 
 Must not: skip what a statement's own execution would add. A statement with Python-side
-column defaults or returned columns that need type processing, a connection with statement
-listeners or echo, and every other database go through `session.execute` unchanged. Driver
-errors come out as SQLAlchemy's own exception classes.
+column defaults or returned columns that need type processing, a write to a table the
+recall memory watches (its invalidation hooks `session.execute`), a connection with
+statement listeners or echo, and every other database go through `session.execute`
+unchanged. Driver errors come out as SQLAlchemy's own exception classes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ClauseElement
 
+from evacore.store import recall
 from evacore.store.sqlite_driver import OneTripConnection
 
 _Prepared = tuple[str, tuple[tuple[str | None, Any, Callable[[Any], Any] | None], ...]]
@@ -36,6 +38,8 @@ _ERRORS = ((sqlite3.IntegrityError, exc.IntegrityError),
 
 
 def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _Prepared | None:
+    if getattr(getattr(stmt, "table", None), "name", None) in recall.TOPICS:
+        return None  # recall.py forgets what such a write changes, seen through execute
     compiled: Any = stmt.compile(dialect=dialect, column_keys=list(keys))
     if compiled.positiontup is None or compiled.insert_prefetch or compiled.update_prefetch:
         return None  # the execution context would compute Python-side defaults

@@ -81,6 +81,28 @@ async def test_a_failed_statement_is_an_integrity_error_and_rolls_back(core: Cor
         assert await s.get(Setting, "dup") is None  # the first insert went with the rollback
 
 
+async def test_a_write_the_recall_memory_watches_keeps_session_execute(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evacore.store.recall import recall
+
+    async def load_value() -> Any:
+        return await s.scalar(select(Setting.value).where(Setting.key == "watched"))
+
+    async with core.session() as s:
+        await s.execute(_ADD_SETTING, {"key": "watched", "value": {"v": 1},
+                                       "updated_at": datetime.now(UTC)})
+    async with core.session() as s:
+        assert await recall(s, "settings", "watched", load_value) == {"v": 1}
+    change = update(Setting.__table__).where(Setting.__table__.c.key == bindparam("p_key")) \
+        .values(value=bindparam("p_value"), updated_at=bindparam("p_at"))
+    async with core.session() as s:
+        await direct.execute(s, change, {"p_key": "watched", "p_value": {"v": 2},
+                                         "p_at": datetime.now(UTC)})
+    async with core.session() as s:  # the write was seen: the remembered value is gone
+        assert await recall(s, "settings", "watched", load_value) == {"v": 2}
+
+
 async def test_sqlite_takes_one_driver_trip_unless_someone_listens(
     core: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
