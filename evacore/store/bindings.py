@@ -7,7 +7,7 @@ chat by digests of what it has seen. Must not: compute digests or decide what a 
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
@@ -30,14 +30,20 @@ async def find_chat(session: AsyncSession, scope: str, *, full: str | None = Non
     return row[0] if row is not None else None
 
 
+_REBIND = (update(ChatBinding.__table__)
+           .where(ChatBinding.__table__.c.chat_id == bindparam("p_chat_id"))
+           .values(scope=bindparam("p_scope"), full_digest=bindparam("p_full"),
+                   turn_digest=bindparam("p_turn"), updated_at=bindparam("p_at")))
+
+
 async def bind(session: AsyncSession, chat_id: str, scope: str, *, full: str,
                turn: str | None) -> None:
-    """Record what the client has now seen of `chat_id` (one row per chat)."""
-    row = await session.get(ChatBinding, chat_id)
-    if row is None:
+    """Record what the client has now seen of `chat_id` (one row per chat): one `UPDATE`
+    of the chat's row, an insert the first time."""
+    now = utcnow()
+    done = await session.execute(_REBIND, {"p_chat_id": chat_id, "p_scope": scope,
+                                           "p_full": full, "p_turn": turn, "p_at": now})
+    if not done.rowcount:  # type: ignore[attr-defined]
         session.add(ChatBinding(chat_id=chat_id, scope=scope, full_digest=full,
-                                turn_digest=turn))
-    else:
-        row.scope, row.full_digest, row.turn_digest = scope, full, turn
-        row.updated_at = utcnow()
-    await session.flush()
+                                turn_digest=turn, updated_at=now))
+        await session.flush()

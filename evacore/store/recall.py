@@ -1,5 +1,6 @@
 """A short-lived, per-database memory of the small reads every tour repeats (settings, the
-lorebooks linked to a chat, its memory blocks, whether it has documents).
+lorebooks linked to a chat, its memory blocks, whether it has documents, the facade's model
+names).
 
 Must not: hold anything a caller may change, or answer from memory after a write to the
 same tables in this process: every session's writes are watched (ORM flushes and bulk
@@ -26,6 +27,7 @@ TOPICS: dict[str, str] = {
     "lorebooks": "lore", "lore_entries": "lore", "lorebook_links": "lore",
     "memory_blocks": "memory_blocks",
     "retrieval_documents": "documents",
+    "characters": "models", "connections": "models",
 }
 _WRITTEN = "evacore_recall_written"
 _memories: weakref.WeakKeyDictionary[Any, dict[tuple[str, Hashable], tuple[float, Any]]] = \
@@ -61,6 +63,11 @@ async def recall(session: Any, topic: str, key: Hashable,
     if memory is not None and not session.info.get(_WRITTEN):
         memory[(topic, key)] = (now + REMEMBER_SECONDS, value)
     return value
+
+
+def forget(session: Any, topic: str) -> None:
+    """Drop what this database's memory holds of `topic`: the next read asks the database."""
+    _forget(session, (topic,))
 
 
 def _forget(session: Any, topics: Iterable[str]) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.channels.openai.errors import FacadeError
 from evacore.store.connections import default_connection, ensure_mock
+from evacore.store.recall import forget, recall
 from evacore.store.tables import Character, Connection
 
 
@@ -34,16 +35,30 @@ def _key(name: str) -> str:
     return name.casefold()
 
 
+_CHARACTERS = select(Character.id, Character.name, Character.created_at).order_by(
+    Character.created_at, Character.id)
+_CONNECTIONS = select(Connection.id, Connection.name, Connection.created_at,
+                      Connection.max_tokens, Connection.kind).order_by(
+    Connection.created_at, Connection.id)
+"""Built once; what they read is remembered for a moment (`store/recall.py`), forgotten at
+once when this process writes either table: every facade request resolves its model."""
+
+
 async def _characters(session: AsyncSession) -> list[Any]:
-    stmt = select(Character.id, Character.name, Character.created_at).order_by(
-        Character.created_at, Character.id)
-    return list((await session.execute(stmt)).all())
+    return await recall(session, "models", "characters",
+                        lambda: _rows(session, _CHARACTERS))
 
 
 async def _connections(session: AsyncSession) -> list[Any]:
-    stmt = select(Connection.id, Connection.name, Connection.created_at,
-                  Connection.max_tokens).order_by(
-        Connection.created_at, Connection.id)
+    """The connections; the offline `mock` is made first on a fresh data dir."""
+    rows = await recall(session, "models", "connections", lambda: _rows(session, _CONNECTIONS))
+    if not any(row.kind == "mock" for row in rows):
+        await ensure_mock(session)
+        rows = await _rows(session, _CONNECTIONS)
+    return rows
+
+
+async def _rows(session: AsyncSession, stmt: Any) -> list[Any]:
     return list((await session.execute(stmt)).all())
 
 
@@ -56,7 +71,6 @@ def _first_by_name(rows: list[Any]) -> dict[str, Any]:
 
 async def list_models(session: AsyncSession) -> list[dict[str, Any]]:
     """One entry per character name and one per connection (`@<name>`), oldest first."""
-    await ensure_mock(session)
     out = []
     for rows, prefix in ((await _characters(session), ""), (await _connections(session), "@")):
         for row in _first_by_name(rows).values():
@@ -73,7 +87,17 @@ def not_found(model: str) -> FacadeError:
 
 
 async def resolve(session: AsyncSession, model: str) -> Target:
-    """The character and connection `model` names; unknown → 404 `model_not_found`."""
+    """The character and connection `model` names; unknown → 404 `model_not_found`. A name
+    the remembered lists lack is looked for again in the database before it is refused (it
+    may have been made a moment ago through another instance)."""
+    try:
+        return await _resolve(session, model)
+    except FacadeError:
+        forget(session, "models")
+        return await _resolve(session, model)
+
+
+async def _resolve(session: AsyncSession, model: str) -> Target:
     characters = _first_by_name(await _characters(session))
     whole = characters.get(_key(model))
     if whole is not None:
@@ -81,7 +105,6 @@ async def resolve(session: AsyncSession, model: str) -> Target:
         return Target(model, whole.id, whole.name, conn.id, conn.max_tokens)
     if "@" not in model:
         raise not_found(model)
-    await ensure_mock(session)
     connections = _first_by_name(await _connections(session))
     # every split at an "@" (names may hold one themselves); the first that names both wins
     for at in (i for i, ch in enumerate(model) if ch == "@"):
