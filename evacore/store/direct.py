@@ -40,6 +40,13 @@ _ERRORS = ((sqlite3.IntegrityError, exc.IntegrityError),
 def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _Prepared | None:
     if getattr(getattr(stmt, "table", None), "name", None) in recall.TOPICS:
         return None  # recall.py forgets what such a write changes, seen through execute
+    try:
+        return _compiled(stmt, keys, dialect)
+    except AttributeError:  # a SQLAlchemy whose compiled form reads otherwise: not direct
+        return None
+
+
+def _compiled(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _Prepared | None:
     compiled: Any = stmt.compile(dialect=dialect, column_keys=list(keys))
     if compiled.positiontup is None or compiled.insert_prefetch or compiled.update_prefetch:
         return None  # the execution context would compute Python-side defaults
@@ -64,8 +71,9 @@ def _prepared(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _
 
 
 def _direct_driver(sync: Connection) -> OneTripConnection | None:
-    if sync._has_events or sync.engine._has_events or sync._echo:
-        return None
+    if (getattr(sync, "_has_events", True) or getattr(sync.engine, "_has_events", True)
+            or getattr(sync, "_echo", True)):
+        return None  # someone listens to statements (or an unknown SQLAlchemy): not direct
     driver = sync.connection.driver_connection
     return driver if isinstance(driver, OneTripConnection) else None
 
