@@ -10,6 +10,7 @@ import gzip
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +29,10 @@ SSE = (b'data: {"choices":[{"index":0,"delta":{"content":"Hi there."}}]}\n\n'
 
 def _chunked(body: bytes) -> bytes:
     return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+OK_STREAM = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n" + _chunked(SSE))
 
 
 class _Raw(asyncio.Protocol):
@@ -71,35 +76,34 @@ async def raw_server(answer: Callable[[], bytes], *, close_after: bool = False,
         server.close()
 
 
+@asynccontextmanager
+async def _provider(conn: Connection, **kwargs: Any) -> AsyncIterator[Any]:
+    provider = make_provider(conn, **kwargs)
+    try:
+        yield provider
+    finally:
+        await provider.aclose()
+
+
 def _connection(base_url: str) -> Connection:
     return Connection(id="c1", name="raw", kind="openai-chat", base_url=base_url,
                       model="m", retries=0)
 
 
 async def test_r2_11_an_idle_connection_the_server_closed_is_not_reused() -> None:
-    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
-         b"\r\n\r\n" + _chunked(SSE)
-    async with raw_server(lambda: ok, close_after=True) as (url, seen):
-        provider = make_provider(_connection(url))
-        try:
-            for _ in range(3):
-                assert text_of(await events_of(provider, chat_request())) == "Hi there."
-                await asyncio.sleep(0.05)
-        finally:
-            await provider.aclose()
+    async with (raw_server(lambda: OK_STREAM, close_after=True) as (url, seen),
+                _provider(_connection(url)) as provider):
+        for _ in range(3):
+            assert text_of(await events_of(provider, chat_request())) == "Hi there."
+            await asyncio.sleep(0.05)
     assert len(seen) == 3  # a fresh connection each time, and no request failed
 
 
 async def test_r2_11_a_kept_alive_connection_carries_the_next_answer() -> None:
-    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
-         b"\r\n\r\n" + _chunked(SSE)
-    async with raw_server(lambda: ok) as (url, seen):
-        provider = make_provider(_connection(url))
-        try:
-            for _ in range(3):
-                assert text_of(await events_of(provider, chat_request())) == "Hi there."
-        finally:
-            await provider.aclose()
+    async with (raw_server(lambda: OK_STREAM) as (url, seen),
+                _provider(_connection(url)) as provider):
+        for _ in range(3):
+            assert text_of(await events_of(provider, chat_request())) == "Hi there."
     assert len(seen) == 1
 
 
@@ -107,22 +111,16 @@ async def test_r2_11_a_gzip_encoded_stream_is_decoded() -> None:
     body = gzip.compress(SSE)
     answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip"
               b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-    async with raw_server(lambda: answer) as (url, _):
-        provider = make_provider(_connection(url))
-        try:
-            assert text_of(await events_of(provider, chat_request())) == "Hi there."
-        finally:
-            await provider.aclose()
+    async with (raw_server(lambda: answer) as (url, _),
+                _provider(_connection(url)) as provider):
+        assert text_of(await events_of(provider, chat_request())) == "Hi there."
 
 
 async def test_r2_11_what_is_not_http_is_a_clear_connection_error() -> None:
-    async with raw_server(lambda: b"SSH-2.0-OpenSSH_9.6\r\n\r\n") as (url, _):
-        provider = make_provider(_connection(url))
-        try:
-            with pytest.raises(ProviderConnectionError) as caught:
-                await events_of(provider, chat_request())
-        finally:
-            await provider.aclose()
+    async with (raw_server(lambda: b"SSH-2.0-OpenSSH_9.6\r\n\r\n") as (url, _),
+                _provider(_connection(url)) as provider):
+        with pytest.raises(ProviderConnectionError) as caught:
+            await events_of(provider, chat_request())
     assert "malformed HTTP" in str(caught.value)
 
 
@@ -162,28 +160,20 @@ async def test_r2_11_a_proxy_from_the_environment_is_honoured(
 async def test_r2_11_a_proxied_answer_goes_through_the_proxy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
-         b"\r\n\r\n" + _chunked(SSE)
-    async with raw_server(lambda: ok) as (proxy_url, seen):
+    async with raw_server(lambda: OK_STREAM) as (proxy_url, seen):
         monkeypatch.setattr(transport, "_PROXIED", {})
         monkeypatch.setenv("HTTP_PROXY", proxy_url.removesuffix("/v1"))
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
-        provider = make_provider(_connection("http://upstream.invalid/v1"))
-        try:
+        async with _provider(_connection("http://upstream.invalid/v1")) as provider:
             assert text_of(await events_of(provider, chat_request())) == "Hi there."
-        finally:
-            await provider.aclose()
     assert len(seen) == 1  # the request reached the proxy, not the unresolvable host
 
 
 async def test_r2_11_a_bad_url_is_named() -> None:
-    provider = make_provider(_connection("ftp://example.com/v1"))
-    try:
+    async with _provider(_connection("ftp://example.com/v1")) as provider:
         with pytest.raises(ProviderConnectionError) as caught:
             await events_of(provider, chat_request())
-    finally:
-        await provider.aclose()
     assert "bad base URL" in str(caught.value)
 
 
@@ -191,13 +181,10 @@ async def test_r2_11_whole_answers_share_the_kept_alive_connection() -> None:
     body = b'{"choices":[{"index":0,"message":{"content":"Whole."},"finish_reason":"stop"}]}'
     answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d"
               b"\r\n\r\n%s" % (len(body), body))
-    async with raw_server(lambda: answer) as (url, seen):
-        provider = make_provider(_connection(url), client=httpx.AsyncClient())
-        try:
-            for _ in range(2):
-                assert (await provider.complete(chat_request())).text == "Whole."
-        finally:
-            await provider.aclose()
+    async with (raw_server(lambda: answer) as (url, seen),
+                _provider(_connection(url), client=httpx.AsyncClient()) as provider):
+        for _ in range(2):
+            assert (await provider.complete(chat_request())).text == "Whole."
     assert len(seen) == 1
 
 
@@ -205,12 +192,9 @@ async def test_r2_11_a_header_with_a_line_break_is_refused_before_sending() -> N
     async with raw_server(lambda: b"") as (url, seen):
         conn = Connection(id="c1", name="raw", kind="openai-chat", base_url=url, model="m",
                           retries=0, params={"extra_headers": {"X-Team": "a\r\nX-Evil: 1"}})
-        provider = make_provider(conn)
-        try:
+        async with _provider(conn) as provider:
             with pytest.raises(ProviderConnectionError) as caught:
                 await events_of(provider, chat_request())
-        finally:
-            await provider.aclose()
     assert "line break" in str(caught.value)
     assert not seen  # nothing was sent
 
@@ -221,37 +205,28 @@ async def test_r2_11_https_upstreams_are_verified_and_kept_alive() -> None:
     ca.issue_cert("localhost").configure_cert(server_tls)
     trusting = ssl.create_default_context()
     ca.configure_trust(trusting)
-    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked" \
-         b"\r\n\r\n" + _chunked(SSE)
-    async with raw_server(lambda: ok, tls=server_tls) as (url, seen):
+    async with raw_server(lambda: OK_STREAM, tls=server_tls) as (url, seen):
         assert url.startswith("https://localhost:")
         streams = StreamClient(ssl_context=trusting)
-        provider = make_provider(_connection(url), streams=streams)
         try:
-            for _ in range(2):
-                assert text_of(await events_of(provider, chat_request())) == "Hi there."
+            async with _provider(_connection(url), streams=streams) as provider:
+                for _ in range(2):
+                    assert text_of(await events_of(provider, chat_request())) == "Hi there."
         finally:
-            await provider.aclose()
             await streams.aclose()
         assert len(seen) == 1  # one TLS handshake for both answers
         # a client that does not trust the server's certificate refuses it
-        untrusting = make_provider(_connection(url))
-        try:
+        async with _provider(_connection(url)) as untrusting:
             with pytest.raises(ProviderConnectionError) as caught:
                 await events_of(untrusting, chat_request())
-        finally:
-            await untrusting.aclose()
     assert "certificate" in str(caught.value).lower()
 
 
 async def test_r2_11_a_body_that_ends_with_the_connection_is_read_whole() -> None:
     answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
               + SSE)
-    async with raw_server(lambda: answer, close_after=True) as (url, seen):
-        provider = make_provider(_connection(url))
-        try:
-            for _ in range(2):
-                assert text_of(await events_of(provider, chat_request())) == "Hi there."
-        finally:
-            await provider.aclose()
+    async with (raw_server(lambda: answer, close_after=True) as (url, seen),
+                _provider(_connection(url)) as provider):
+        for _ in range(2):
+            assert text_of(await events_of(provider, chat_request())) == "Hi there."
     assert len(seen) == 2  # never reused: the server said it closes
