@@ -354,14 +354,15 @@ def _target_rows(scenario: Scenario, d: dict[str, Any], e: dict[str, Any], prefi
     tokens = e["tokens"]
     per_token = _per_token_us(e)
     judge = judged and s in ("s2", "s3")  # tokens that arrive paced, as models send them
-    rows += [] if s == "tour1" else [_row(  # a one-token tour is all fixed cost
-        f"{s}_{prefix}cpu_us_per_token", round(per_token, 1), "µs",
-        f"{who}'s CPU (scheduler ns, all threads) {e['cpu_seconds']:.3f} s / {tokens} tokens "
-        f"relayed ({label})"
-        + ("; long answers: the per-tour cost is spread thin" if s == "long" else
-           "; one token per upstream read: no burst to batch" if s == "paced" else ""),
-        f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
-        per_token <= CPU_US_PER_TOKEN if judge else None)]
+    if s != "tour1":  # a one-token tour is all fixed cost: no per-token figure
+        rows.append(_row(
+            f"{s}_{prefix}cpu_us_per_token", round(per_token, 1), "µs",
+            f"{who}'s CPU (scheduler ns, all threads) {e['cpu_seconds']:.3f} s / {tokens} "
+            f"tokens relayed ({label})"
+            + ("; long answers: the per-tour cost is spread thin" if s == "long" else
+               "; one token per upstream read: no burst to batch" if s == "paced" else ""),
+            f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
+            per_token <= CPU_US_PER_TOKEN if judge else None))
     if scenario.count:  # every request ran to its end: the CPU divides cleanly
         rows.append(_row(f"{s}_{prefix}cpu_ms_per_tour", round(_cpu_per_tour_ms(scenario, e), 2),
                          "ms", f"{who}'s CPU per request through {label}, {scenario.tokens} "

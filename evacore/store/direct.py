@@ -41,26 +41,19 @@ def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _P
     if getattr(getattr(stmt, "table", None), "name", None) in recall.TOPICS:
         return None  # recall.py forgets what such a write changes, seen through execute
     try:
-        return _compiled(stmt, keys, dialect)
+        compiled: Any = stmt.compile(dialect=dialect, column_keys=list(keys))
+        if compiled.positiontup is None or compiled.insert_prefetch or compiled.update_prefetch:
+            return None  # the execution context would compute Python-side defaults
+        if any(entry[3] is not None and entry[3].result_processor(dialect, None) is not None
+               for entry in compiled._result_columns):
+            return None  # a returned column needs its type's processing
+        processors = compiled._bind_processors
+        return compiled.string, tuple(
+            (name, None, processors.get(name)) if name in keys
+            else (None, compiled.binds[name].effective_value, processors.get(name))
+            for name in compiled.positiontup)
     except AttributeError:  # a SQLAlchemy whose compiled form reads otherwise: not direct
         return None
-
-
-def _compiled(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _Prepared | None:
-    compiled: Any = stmt.compile(dialect=dialect, column_keys=list(keys))
-    if compiled.positiontup is None or compiled.insert_prefetch or compiled.update_prefetch:
-        return None  # the execution context would compute Python-side defaults
-    for entry in compiled._result_columns:
-        type_ = entry[3]
-        if type_ is not None and type_.result_processor(dialect, None) is not None:
-            return None
-    processors = compiled._bind_processors
-    given = set(keys)
-    slots = []
-    for name in compiled.positiontup:
-        held = None if name in given else compiled.binds[name].effective_value
-        slots.append((name if name in given else None, held, processors.get(name)))
-    return compiled.string, tuple(slots)
 
 
 def _prepared(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _Prepared | None:
@@ -91,8 +84,8 @@ async def execute(session: AsyncSession, stmt: ClauseElement,
     if session.bind is not None and session.bind.dialect.name == "sqlite":
         connection = await session.connection()
         driver = _direct_driver(connection.sync_connection)  # type: ignore[arg-type]
-        prepared = driver and _prepared(stmt, tuple(params), connection.dialect)
-        if driver is not None and prepared:
+        prepared = _prepared(stmt, tuple(params), connection.dialect) if driver else None
+        if driver is not None and prepared is not None:
             sql, slots = prepared
             args = tuple(_value(params, name, held, process) for name, held, process in slots)
             try:
