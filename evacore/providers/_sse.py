@@ -13,7 +13,7 @@ import orjson
 from evacore.errors import ProviderProtocolError
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SSEEvent:
     event: str
     data: str

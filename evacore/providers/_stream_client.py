@@ -167,6 +167,8 @@ class StreamResponse:
                          else zlib.decompressobj() if encoding == "deflate" else None)
         if encoding not in ("", "identity", "gzip", "deflate"):
             raise StreamError(f"unsupported content encoding {encoding!r}", received=True)
+        if self._inflate is None:
+            self.read = conn.read  # type: ignore[method-assign]  # no layer per chunk
         self._closed = False
 
     async def read(self) -> bytes:

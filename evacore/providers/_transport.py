@@ -226,7 +226,7 @@ async def sse_events(response: Body, dl: Deadlines, conn: Connection) -> AsyncIt
     `within` does, without a coroutine per read).
     """
     decoder = SSEDecoder()
-    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
     read = response.read
     task = asyncio.current_task()
     while True:
@@ -246,9 +246,16 @@ async def sse_events(response: Body, dl: Deadlines, conn: Connection) -> AsyncIt
             dl.disarm()
         if not chunk:
             break
-        for event in decoder.feed(decode(chunk)):
+        if utf8.buffer:  # the start of a character split over two reads waits there
+            text = utf8.decode(chunk)
+        else:
+            try:
+                text = chunk.decode()  # the usual chunk: whole characters
+            except UnicodeDecodeError:
+                text = utf8.decode(chunk)  # split or invalid bytes: the decoder's rules
+        for event in decoder.feed(text):
             yield event
-    for event in decoder.feed(decode(b"", final=True)) + decoder.flush():
+    for event in decoder.feed(utf8.decode(b"", final=True)) + decoder.flush():
         yield event
 
 

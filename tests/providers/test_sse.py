@@ -50,3 +50,32 @@ def test_r2_12_sse_any_chunk_split_gives_the_same_events(cuts: list[int]) -> Non
 def test_r2_12_sse_keeps_unicode_line_separators_inside_json() -> None:
     data = '{"t": "a\u2028b"}'
     assert decode([f"data: {data}\n\n"]) == [SSEEvent("message", data)]
+
+
+class _Reads:
+    """A response body handing out the given reads one by one."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.reads = list(reads)
+
+    async def read(self) -> bytes:
+        return self.reads.pop(0) if self.reads else b""
+
+
+async def _events(reads: list[bytes]) -> list[str]:
+    from evacore.providers._transport import Deadlines, sse_events
+    from evacore.providers.base import Connection, Timeouts
+
+    conn = Connection(id="c", name="x", kind="openai-chat")
+    return [e.data async for e in sse_events(_Reads(reads), Deadlines(Timeouts()), conn)]
+
+
+async def test_r2_12_a_character_split_between_two_reads_arrives_whole() -> None:
+    wire = 'data: {"t": "café 🙂"}\n\ndata: {"t": "ок"}\n\n'.encode()
+    for cut in range(1, len(wire)):
+        assert await _events([wire[:cut], wire[cut:]]) == ['{"t": "café 🙂"}', '{"t": "ок"}']
+
+
+async def test_r2_12_bytes_that_are_not_utf8_become_replacement_characters() -> None:
+    got = await _events([b'data: {"t": "a\xffb"}\n\n', b'data: {"t": "\xe2\x82"}\n\n'])
+    assert got == ['{"t": "a\ufffdb"}', '{"t": "\ufffd"}']

@@ -158,7 +158,9 @@ async def _client_gone(request: Request) -> None:
 
 
 def _frames(batch: Batch) -> bytes:
-    return b"".join(sse_frame(name, data) for name, data in batch)
+    if len(batch) == 1:  # a token that came alone
+        return sse_frame(*batch[0])
+    return b"".join([sse_frame(name, data) for name, data in batch])
 
 
 async def _stream(first: Batch | None, batches: AsyncIterator[Batch]) -> AsyncIterator[bytes]:
