@@ -7,8 +7,8 @@ arguments (cli/); they all build a Core and start tours through `core.tours`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,11 +87,10 @@ class Core:
     def sessions(self) -> async_sessionmaker[AsyncSession]:
         return self.db.sessions
 
-    @asynccontextmanager
-    async def session(self) -> AsyncIterator[AsyncSession]:
-        """A session in one transaction: committed on success, rolled back on error."""
-        async with self.db.session() as s:
-            yield s
+    def session(self) -> AbstractAsyncContextManager[AsyncSession]:
+        """A session in one transaction: committed on success, rolled back on error (the
+        database's own context manager, with no layer of its own around it)."""
+        return self.db.session()
 
     async def aclose(self) -> None:
         """Stop in reverse order of start: tours first (their answers saved), then the rest."""

@@ -5,6 +5,7 @@ clears the answers remembered after it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -13,7 +14,7 @@ from evacore.store import token_cache as token_cache_module
 from evacore.store.token_cache import TokenCache, bump_epoch
 
 
-async def _until(check, seconds: float = 3.0) -> None:  # noqa: ANN001
+async def _until(check: Callable[[], bool], seconds: float = 3.0) -> None:
     for _ in range(int(seconds / 0.02)):
         if check():
             return
