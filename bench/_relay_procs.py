@@ -148,13 +148,20 @@ def cpu_ns(pid: int) -> int:
     """Nanoseconds on a CPU of every live thread of the process: the first field of each
     /proc/<pid>/task/<tid>/schedstat (the scheduler's own account). A thread that ends
     takes its time with it; `cpu_seconds` (which keeps it) checks for that over a run."""
-    total = 0
+    return sched(pid)[0]
+
+
+def sched(pid: int) -> tuple[int, int]:
+    """(nanoseconds on a CPU, times put on a CPU) summed over the live threads of the
+    process, from their schedstat: the second counts wake-ups (and preemptions)."""
+    ns = runs = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[0])
+            fields = (task / "schedstat").read_text().split()
+            ns, runs = ns + int(fields[0]), runs + int(fields[2])
         except (OSError, ValueError, IndexError):
             continue  # the thread ended between the listing and the read
-    return total
+    return ns, runs
 
 
 def rss_bytes(pid: int) -> int:

@@ -31,7 +31,7 @@ CPU_US_PER_TOKEN = 40.0
 FIXED_MS_PER_TOUR = 4.0
 THROUGHPUT_RATIO = 0.90
 ADDED_TTFT_MS = {"s1": 3.0, "s2": 5.0}
-FLOOR_SCENARIOS = ("paced", "s2")
+FLOOR_SCENARIOS = ("paced", "paced5", "s2")
 """Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
 IDLE_RSS_MB = 150.0
 PER_STREAM_KB = 100.0
@@ -61,10 +61,12 @@ class Scenario:
 
 
 FULL = (Scenario("s1", 1, 200, 0, count=30), Scenario("long", 1, 2000, 0, count=4),
-        Scenario("paced", 1, 200, 2, count=6), Scenario("tour1", 1, 1, 0, count=20),
+        Scenario("paced", 1, 200, 2, count=6), Scenario("paced5", 1, 200, 5, count=4),
+        Scenario("tour1", 1, 1, 0, count=20),
         Scenario("s2", 64, 100, 5, seconds=10), Scenario("s3", 256, 100, 5, seconds=12))
 QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=1),
-         Scenario("paced", 1, 50, 2, count=1), Scenario("tour1", 1, 1, 0, count=3),
+         Scenario("paced", 1, 50, 2, count=1), Scenario("paced5", 1, 50, 5, count=1),
+         Scenario("tour1", 1, 1, 0, count=3),
          Scenario("s2", 2, 100, 5, seconds=0.5), Scenario("s3", 6, 100, 5, seconds=0.5))
 
 
@@ -157,16 +159,17 @@ def _relayed(load_prefix: list[str], proc: procs.Child, plan: dict[str, Any],
     procs.settle(proc.pid, window=0.25)
     core = procs.server_cpu()
     busy0 = procs.core_times(core)
-    cpu0 = procs.cpu_ns(proc.pid)
+    cpu0, runs0 = procs.sched(proc.pid)
     started = time.perf_counter()
     with procs.RssPeak(proc.pid) as rss:
         relayed = procs.load(load_prefix, plan, timeout)
         wall = time.perf_counter() - started
-        cpu1 = procs.cpu_ns(proc.pid)
+        cpu1, runs1 = procs.sched(proc.pid)
         busy1 = procs.core_times(core)
         procs.settle(proc.pid, window=0.25)  # streams cut at the end are still being saved
     relayed["cpu_seconds"] = (procs.cpu_ns(proc.pid) - cpu0) / 1e9
     relayed["window_cpu"] = (cpu1 - cpu0) / 1e9
+    relayed["window_runs"] = runs1 - runs0
     relayed["window_wall"] = wall
     relayed["core_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
     relayed["rss_peak"] = rss.peak
@@ -293,6 +296,11 @@ def _floor_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, An
                          round(_rate(result["floor"]) / _rate(result["direct"]), 3), "x",
                          "the bare relay's streams/s over direct streams/s: the most any "
                          "Python relay on this core could reach here"))
+    if s.startswith("paced") and result["floor"]["tokens"]:
+        rows.append(_row(f"{s}_floor_wakeups_per_token",
+                         round(result["floor"]["window_runs"] / result["floor"]["tokens"], 2),
+                         "x", "times the bare relay's threads were put on a CPU (schedstat) "
+                         "over the tokens relayed: 1 is one wake-up per token"))
     for who, label in (("evacore", "generate"), ("facade", "the facade")):
         mine = _per_token_us(result[who])
         rows.append(_row(f"{s}_{'' if who == 'evacore' else 'facade_'}cpu_us_per_token_over_floor",
@@ -360,7 +368,8 @@ def _target_rows(scenario: Scenario, d: dict[str, Any], e: dict[str, Any], prefi
             f"{who}'s CPU (scheduler ns, all threads) {e['cpu_seconds']:.3f} s / {tokens} "
             f"tokens relayed ({label})"
             + ("; long answers: the per-tour cost is spread thin" if s == "long" else
-               "; one token per upstream read: no burst to batch" if s == "paced" else ""),
+               "; one token per upstream read: no burst to batch"
+               if s.startswith("paced") else ""),
             f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
             per_token <= CPU_US_PER_TOKEN if judge else None))
     if scenario.count:  # every request ran to its end: the CPU divides cleanly
@@ -385,15 +394,25 @@ def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target:
     marginal = (b - a) * 1000 / (long_.tokens - short.tokens)
     fixed = _cpu_per_tour_ms(one, results["tour1"][target]) - marginal * one.tokens / 1000
     paced = []
-    if "paced" in results and scenarios["paced"].count:
-        sc = scenarios["paced"]
-        per = (_cpu_per_tour_ms(sc, results["paced"][target]) - fixed) * 1000 / sc.tokens
-        judge = target != "litellm"
+    for name in ("paced", "paced5"):
+        if name not in results or not scenarios[name].count:
+            continue
+        sc = scenarios[name]
+        per = (_cpu_per_tour_ms(sc, results[name][target]) - fixed) * 1000 / sc.tokens
+        judge = target != "litellm" and name == "paced"
+        runs = (results[name][target]["window_runs"] / sc.count
+                - results["tour1"][target]["window_runs"] / one.count) / sc.tokens
         paced.append(_row(
-            f"{prefix}cpu_us_per_paced_token", round(per, 1), "µs",
-            f"(CPU per paced tour - cpu_ms_per_tour_fixed) / {sc.tokens}: a token that arrives "
-            f"alone ({sc.delay_ms:g} ms apart, as in S2 and S3) is read, relayed and written "
-            "by itself", f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
+            f"{prefix}wakeups_per_{name}_token", round(runs, 2), "x",
+            f"(times put on a CPU per {name} tour - per one-token tour) / {sc.tokens}, all "
+            "threads (schedstat): 1 is one wake-up per token"))
+        paced.append(_row(
+            f"{prefix}cpu_us_per_{name}_token", round(per, 1), "µs",
+            f"(CPU per {name} tour - cpu_ms_per_tour_fixed) / {sc.tokens}: a token that "
+            f"arrives alone ({sc.delay_ms:g} ms apart"
+            + (", as in S2 and S3" if sc.delay_ms == 5 else "")
+            + ") is read, relayed and written by itself",
+            f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
             per <= CPU_US_PER_TOKEN if judge else None))
     return [
         *paced,
