@@ -88,21 +88,17 @@ class TokenCache:
             self._task = asyncio.get_running_loop().create_task(
                 self._poll(), name="auth-epoch-watch")
 
-    def _drop_expired(self) -> None:
-        now = time.monotonic()
-        if any(until <= now for until, _ in self._known.values()):
-            self._known = {k: hit for k, hit in self._known.items() if hit[0] > now}
-
     async def _poll(self) -> None:
         """While anything is trusted, read the epoch; when it moves, trust nothing. Once
-        every remembered answer has expired the watch ends (an idle instance reads
-        nothing); the next token checked starts it again on a fresh baseline."""
+        every remembered answer has expired the watch ends, so an idle instance reads
+        nothing. The epoch it read last stays the baseline: a change made while it slept
+        clears the answers remembered after it at the next watch's first read."""
         while self._known:
             await asyncio.sleep(self.poll_seconds)
-            self._drop_expired()
+            now = time.monotonic()
+            self._known = {k: hit for k, hit in self._known.items() if hit[0] > now}
             if not self._known:
-                return  # the epoch last read stays the baseline: a change made meanwhile
-                # still clears the answers remembered after it
+                return
             try:
                 async with self.db.session() as s:
                     epoch = await read_epoch(s)

@@ -22,27 +22,28 @@ async def _until(check: Callable[[], bool], seconds: float = 3.0) -> None:
     raise AssertionError("not reached in time")
 
 
-async def test_the_watch_ends_when_every_answer_has_expired(
-        core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(token_cache_module, "REMEMBER_SECONDS", 0.1)
-    cache = TokenCache(core.db, poll_seconds=0.05)
-    async with core.session() as s:
-        await cache.baseline(s)
-    cache.put("token-hash", "identity")
-    assert cache.get("token-hash") == "identity"
-    await _until(lambda: cache._task is not None and cache._task.done())
-    assert cache.get("token-hash") is None and len(cache) == 0
-    await cache.aclose()
-
-
-async def test_a_change_made_while_the_watch_slept_clears_later_answers(
-        core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+async def _ended_watch(core: Core, monkeypatch: pytest.MonkeyPatch) -> TokenCache:
+    """A cache whose one answer expired and whose watch has ended."""
     monkeypatch.setattr(token_cache_module, "REMEMBER_SECONDS", 0.1)
     cache = TokenCache(core.db, poll_seconds=0.05)
     async with core.session() as s:
         await cache.baseline(s)
     cache.put("first", "identity")
+    assert cache.get("first") == "identity"
     await _until(lambda: cache._task is not None and cache._task.done())
+    return cache
+
+
+async def test_the_watch_ends_when_every_answer_has_expired(
+        core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = await _ended_watch(core, monkeypatch)
+    assert cache.get("first") is None and len(cache) == 0
+    await cache.aclose()
+
+
+async def test_a_change_made_while_the_watch_slept_clears_later_answers(
+        core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = await _ended_watch(core, monkeypatch)
     async with core.session() as s:  # a user or token changes while nothing is trusted
         await bump_epoch(s)
     monkeypatch.setattr(token_cache_module, "REMEMBER_SECONDS", 30.0)
