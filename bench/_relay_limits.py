@@ -60,7 +60,9 @@ def _per_tour(rows: list[dict[str, Any]]) -> list[str]:
          "part is the tour around the tokens: the SQL statements of stage 1 (the chat with "
          "its connection, character and persona, the user's message, the tour row), stage 2 "
          "(the history) and stage 14 (the answer's message and variant, the retrieval "
-         "index, the tour row), each through SQLAlchemy and a hop to aiosqlite's thread; the "
+         "index, the tour row), each through SQLAlchemy; on SQLite a transaction's first "
+         "write and its commit also hop to aiosqlite's thread (reads and the later writes "
+         "run on the loop's thread, `evacore/store/sqlite_driver.py`); the "
          "JSON of the tour's diagnostics; the upstream request; FastAPI's request handling "
          "and its middleware. Settings, linked lorebooks, memory blocks and document presence "
          "come from `evacore/store/recall.py` instead of more queries."),

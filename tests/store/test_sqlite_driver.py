@@ -1,16 +1,21 @@
 """The one-trip SQLite cursor (store/sqlite_driver.py) keeps what SQLAlchemy relies on:
 row counts, many-row inserts, errors as the driver's own, transactions that commit or roll
-back, and concurrent sessions on the one file."""
+back, and concurrent sessions on the one file; and it runs on the event loop's thread only
+what cannot wait there."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from typing import Any
 
 import pytest
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from evacore.core import Core
+from evacore.store import sqlite_driver
 from evacore.store.sqlite_driver import OneTripConnection
 from evacore.store.tables import Setting
 
@@ -64,3 +69,91 @@ async def test_concurrent_sessions_write_without_losing_rows(sqlite_core: Core) 
     async with sqlite_core.session() as s:
         assert await s.scalar(select(func.count()).select_from(Setting)
                               .where(Setting.key.like("w%"))) == 80
+
+
+@pytest.fixture
+def threads_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """(statement, ran on the event loop's thread) for every statement the driver runs."""
+    seen: list[tuple[str, bool]] = []
+    run = sqlite_driver._run
+    loop_thread = threading.get_ident()
+
+    def recorded(conn: Any, sql: str, params: Any, many: bool) -> tuple[Any, ...]:
+        seen.append((sql.split()[0].upper(), threading.get_ident() == loop_thread))
+        return run(conn, sql, params, many)
+
+    monkeypatch.setattr(sqlite_driver, "_run", recorded)
+    monkeypatch.setattr(sqlite_driver, "_SLOW", set())
+    return seen
+
+
+async def test_reads_and_later_writes_run_inline_the_first_write_on_the_thread(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+    async with sqlite_core.session() as s:
+        await s.execute(select(Setting.key).where(Setting.key == "nothing"))
+        await s.execute(insert(Setting).values(key="a", value={"v": 1}))
+        await s.execute(insert(Setting).values(key="b", value={"v": 2}))
+        await s.execute(select(Setting.key))
+    assert threads_seen == [("SELECT", True), ("INSERT", False), ("INSERT", True),
+                            ("SELECT", True)]
+    async with sqlite_core.session() as s:
+        assert sorted(await s.scalars(select(Setting.key).where(Setting.key.in_(["a", "b"])))) == ["a", "b"]
+
+
+async def test_a_statement_once_slow_runs_on_the_thread_from_then_on(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", 0.0)  # every statement is "slow"
+    for _ in range(2):
+        async with sqlite_core.session() as s:
+            assert await s.scalar(select(func.count()).select_from(Setting).where(Setting.key == "x")) == 0
+    assert threads_seen == [("SELECT", True), ("SELECT", False)]
+
+
+async def test_nothing_runs_inline_while_a_cancelled_call_is_still_on_the_thread(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+    async with sqlite_core.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert isinstance(driver, OneTripConnection)
+        driver._conn.create_function("pause", 1, time.sleep)
+        sqlite_driver._SLOW.add("SELECT pause(0.3)")  # to the thread, as a slow one goes
+        pending = asyncio.create_task(driver.run("SELECT pause(0.3)", ()))
+        await asyncio.sleep(0.05)
+        pending.cancel()  # the caller is gone; the thread still runs the statement
+        started = time.monotonic()
+        assert await driver.run("SELECT 7", ()) == [(7,)]
+        waited = time.monotonic() - started
+    assert threads_seen == [("SELECT", False), ("SELECT", False)]
+    assert waited >= 0.15  # it queued behind the cancelled call instead of racing it
+
+
+async def test_a_writer_waiting_for_the_lock_never_stalls_the_loop(sqlite_core: Core) -> None:
+    """The second writer waits for the first on the thread: the loop goes on running, so the
+    first writer can finish and commit (waiting inline would hold the loop, and the first
+    writer with it, until the busy timeout)."""
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async def first() -> None:
+        async with sqlite_core.session() as s:
+            await s.execute(insert(Setting).values(key="first", value={"v": 1}))
+            await asyncio.sleep(0.3)  # holds the write lock, needs the loop to go on
+
+    async def second() -> None:
+        await asyncio.sleep(0.05)
+        async with sqlite_core.session() as s:
+            await s.execute(insert(Setting).values(key="second", value={"v": 2}))
+
+    tick = asyncio.create_task(ticker())
+    started = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(first(), second()), 5)
+    tick.cancel()
+    assert time.monotonic() - started < 2
+    assert ticks >= 15  # the loop ran while the second writer waited
+    async with sqlite_core.session() as s:
+        assert sorted(await s.scalars(select(Setting.key).where(Setting.key.in_(["first", "second"])))) == ["first", "second"]
