@@ -243,15 +243,17 @@ class Child:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
 
     def error_lines(self, limit: int = 3) -> list[str]:
-        """The last distinct error lines of the log (each cut to 300 characters)."""
+        """The last distinct error lines of the log, each cut to 300 characters; a JSON log
+        line with a traceback as its event, the traceback's last frame and its exception."""
         if not self.log.exists():
             return []
         seen: list[str] = []
         for line in self.log.read_text(errors="replace").splitlines():
             low = line.lower()
-            if ('"error"' in low or "traceback" in low or "exception" in low) \
-                    and line[:300] not in seen:
-                seen.append(line[:300])
+            if '"error"' in low or "traceback" in low or "exception" in low:
+                short = _short_error(line)[:300]
+                if short not in seen:
+                    seen.append(short)
         return seen[-limit:]
 
     def stop(self) -> None:
@@ -269,6 +271,22 @@ class Child:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _short_error(line: str) -> str:
+    """`event: exception (at the last frame)` for a JSON log line holding a traceback, else
+    the line itself: a traceback's head says less than its end."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    trace = record.get("exception") if isinstance(record, dict) else None
+    if not isinstance(trace, str) or not trace.strip():
+        return line
+    lines = [t.strip() for t in trace.strip().splitlines() if t.strip()]
+    frames = [t for t in lines if t.startswith("File ")]
+    where = f" ({frames[-1]})" if frames else ""
+    return f"{record.get('event', 'error')}: {lines[-1]}{where}"
 
 
 def upstream(prefix: list[str], folder: Path, tokens: int, delay_ms: float) -> tuple[Child, str]:

@@ -157,15 +157,19 @@ class OneTripConnection(aiosqlite.Connection):
         self._sent += 1
         return await super()._execute(counted)
 
+    def _nothing_to_end(self) -> bool:
+        """No transaction is open, and no call still on the thread (one whose caller was
+        cancelled) may yet open one: a commit or rollback would have nothing to do."""
+        conn = self._connection
+        return conn is not None and not conn.in_transaction and self._finished == self._sent
+
     async def commit(self) -> None:
-        if self._connection is not None and not self._connection.in_transaction:
-            return
-        await super().commit()
+        if not self._nothing_to_end():
+            await super().commit()
 
     async def rollback(self) -> None:
-        if self._connection is not None and not self._connection.in_transaction:
-            return
-        await super().rollback()
+        if not self._nothing_to_end():
+            await super().rollback()
 
 
 def async_creator(database: str, **kwargs: Any) -> Callable[[], Any]:

@@ -157,3 +157,29 @@ async def test_a_writer_waiting_for_the_lock_never_stalls_the_loop(sqlite_core: 
     assert ticks >= 15  # the loop ran while the second writer waited
     async with sqlite_core.session() as s:
         assert sorted(await s.scalars(select(Setting.key).where(Setting.key.in_(["first", "second"])))) == ["first", "second"]
+
+
+async def test_a_rollback_after_a_cancelled_write_undoes_it_once_the_thread_ran_it(
+        sqlite_core: Core) -> None:
+    """A write whose caller was cancelled while it waited on the thread still runs there; the
+    rollback that follows goes behind it (it is not skipped as "no transaction open"), so the
+    connection goes back to the pool clean and the write is not committed by its next user."""
+    async with sqlite_core.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert isinstance(driver, OneTripConnection)
+        driver._conn.create_function("pause", 1, time.sleep)
+        sqlite_driver._SLOW.add("SELECT pause(0.2)")
+        busy = asyncio.create_task(driver.run("SELECT pause(0.2)", ()))
+        write = asyncio.create_task(driver.run(
+            "INSERT INTO settings (key, value) VALUES ('cancelled', '1')", ()))
+        await asyncio.sleep(0.05)
+        write.cancel()  # still queued behind the pause: not begun, no transaction yet
+        await driver.rollback()
+        await busy
+        for _ in range(100):  # until the thread has run everything it was handed
+            if driver._finished == driver._sent:
+                break
+            await asyncio.sleep(0.01)
+        assert not driver._conn.in_transaction
+        assert await driver.run("SELECT count(*) FROM settings WHERE key = 'cancelled'",
+                                ()) == [(0,)]
