@@ -103,15 +103,24 @@ class _Unit:
 def _units(items: Sequence[FitItem]) -> list[_Unit]:
     grouped: dict[str, list[FitItem]] = {}
     units: list[_Unit] = []
-    singles: list[list[FitItem]] = []
+    singles: list[FitItem] = []
     for item in items:
         if item.tokens < 0:
             raise ValueError(f"negative token count for {item.id}")
         if item.group is None:
-            singles.append([item])
+            singles.append(item)
         else:
             grouped.setdefault(item.group, []).append(item)
-    for members in [*singles, *grouped.values()]:
+    for single in singles:  # the usual unit: one item (its fields as they are)
+        kind = single.kind
+        units.append(_Unit(
+            items=[single], tokens=single.tokens, kind=kind,
+            fixed=not (kind == "history" or kind in REMOVABLE_ORDER) or bool(single.protected),
+            priority=single.priority, order=single.order,
+            index=(single.order if single.history_index is None else single.history_index)
+            if kind == "history" else -1,
+        ))
+    for members in grouped.values():
         history = [m for m in members if m.kind == "history"]
         kind = "history" if history else members[0].kind
         removable = kind == "history" or kind in REMOVABLE_ORDER
