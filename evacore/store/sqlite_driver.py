@@ -13,8 +13,9 @@ loop. So a statement that cannot wait on a lock runs inline, on the loop's threa
 `SELECT` (in WAL mode a reader never waits for a writer), or any statement of a transaction
 that already wrote (it holds the write lock). The first write of a transaction (it may wait
 up to the busy timeout for another writer, who may need the loop to finish), `executemany`,
-commits and rollbacks, and any statement once seen running longer than `INLINE_SECONDS`
-still go to the thread, and so does everything while a call of this connection is there.
+commits and rollbacks, any statement once seen running longer than `INLINE_SECONDS`, and
+the next statement once `INLINE_RUN_SECONDS` of them ran inline in a row still go to the
+thread, and so does everything while a call of this connection is there.
 
 Must not: change what a statement does. It only batches aiosqlite's calls and chooses the
 thread they run on; transactions and commits stay aiosqlite's own.
@@ -32,6 +33,10 @@ import aiosqlite
 INLINE_SECONDS = 0.002
 """A statement that once ran longer than this on the event loop runs on the thread from then
 on (a full-text search over a large index, a big delete): the loop never stalls twice."""
+INLINE_RUN_SECONDS = 0.005
+"""Inline statements of one connection since its last trip to the thread, past this much
+time, send the next one to the thread: a long run of quick statements (a big transaction)
+still lets the loop serve other tasks every few milliseconds."""
 _SLOW: set[str] = set()
 _READS: dict[str, bool] = {}
 _KNOWN_LIMIT = 4096
@@ -123,6 +128,8 @@ class OneTripConnection(aiosqlite.Connection):
         """Calls handed to the thread (counted on the loop's thread only)."""
         self._finished = 0
         """Calls the thread has finished (counted on the worker thread only)."""
+        self._inline_run = 0.0
+        """Seconds of inline statements since the last trip to the thread."""
 
     def cursor(self) -> OneTripCursor:  # type: ignore[override]
         return OneTripCursor(self)
@@ -134,12 +141,15 @@ class OneTripConnection(aiosqlite.Connection):
     async def _trip(self, sql: str, parameters: Any, many: bool) -> tuple[Any, ...]:
         conn = self._connection
         if (conn is not None and self._running and not many and self._finished == self._sent
-                and sql not in _SLOW and (conn.in_transaction or _reads(sql))):
+                and self._inline_run < INLINE_RUN_SECONDS and sql not in _SLOW
+                and (conn.in_transaction or _reads(sql))):
             started = time.perf_counter()
             try:
                 return _run(conn, sql, parameters, False)
             finally:
-                if time.perf_counter() - started > INLINE_SECONDS:
+                took = time.perf_counter() - started
+                self._inline_run += took
+                if took > INLINE_SECONDS:
                     _slow(sql)
         return await self._execute(_run, self._conn, sql, parameters, many)  # type: ignore[no-any-return]
 
@@ -155,6 +165,7 @@ class OneTripConnection(aiosqlite.Connection):
         if not self._running or not self._connection:
             raise ValueError("Connection closed")  # as aiosqlite says it, before counting
         self._sent += 1
+        self._inline_run = 0.0
         return await super()._execute(counted)
 
     def _nothing_to_end(self) -> bool:

@@ -183,3 +183,15 @@ async def test_a_rollback_after_a_cancelled_write_undoes_it_once_the_thread_ran_
         assert not driver._conn.in_transaction
         assert await driver.run("SELECT count(*) FROM settings WHERE key = 'cancelled'",
                                 ()) == [(0,)]
+
+
+async def test_a_long_run_of_inline_statements_goes_to_the_thread_now_and_then(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_driver, "INLINE_RUN_SECONDS", 1e-9)  # one inline, then a trip
+    async with sqlite_core.session() as s:
+        for _ in range(4):
+            await s.execute(select(Setting.key).where(Setting.key == "nothing"))
+    inline = [on_loop for _, on_loop in threads_seen]
+    assert len(inline) == 4 and inline.count(True) == 2  # every other one
+    assert all(not (a and b) for a, b in zip(inline, inline[1:], strict=False))
