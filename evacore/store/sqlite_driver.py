@@ -38,21 +38,15 @@ INLINE_RUN_SECONDS = 0.005
 time, send the next one to the thread: a long run of quick statements (a big transaction)
 still lets the loop serve other tasks every few milliseconds."""
 _SLOW: set[str] = set()
-_READS: dict[str, bool] = {}
-_KNOWN_LIMIT = 4096
+_SLOW_LIMIT = 4096
 
 
 def _reads(sql: str) -> bool:
-    known = _READS.get(sql)
-    if known is None:
-        if len(_READS) >= _KNOWN_LIMIT:
-            _READS.clear()
-        known = _READS[sql] = sql.lstrip()[:6].upper() == "SELECT"
-    return known
+    return sql.lstrip()[:6].upper() == "SELECT"
 
 
 def _slow(sql: str) -> None:
-    if len(_SLOW) >= _KNOWN_LIMIT:
+    if len(_SLOW) >= _SLOW_LIMIT:
         _SLOW.clear()
     _SLOW.add(sql)
 
@@ -119,8 +113,8 @@ class OneTripCursor:
 
 class OneTripConnection(aiosqlite.Connection):
     """aiosqlite's connection with one-trip cursors and inline statements (see the module);
-    a commit or rollback with no open transaction (a read-only session, the pool's reset on
-    return) skips the thread trip."""
+    a commit or rollback with nothing to end (a read-only session, the pool's reset on
+    return, and no call of the connection still on the thread) skips the thread trip."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
