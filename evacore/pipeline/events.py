@@ -19,6 +19,9 @@ from typing import Any
 _END = object()
 Batch = list[tuple[str, dict[str, Any]]]
 Writer = Callable[[Batch], Awaitable[None]]
+NowWriter = Callable[[Batch], "asyncio.Future[None] | None"]
+"""Writes a batch at once, from any callback; returns None when it went out, or the
+future of a write the transport made wait (its flow control), which finishes in order."""
 DEFAULT_MAX_BYTES = 1024 * 1024
 """Queued event bytes (text lengths, roughly) past which the producer waits for the reader."""
 _EVENT_COST = 64
@@ -57,14 +60,43 @@ class EventSink:
         self._space = asyncio.Event()
         self._space.set()
         self._writer: Writer | None = None
+        self._now: NowWriter | None = None
+        self._pending: asyncio.Future[None] | None = None
+        """A write of `write_now` that its transport made wait."""
         self._writing = False
-        """A batch is being written (by the reader, or by `relay` through the writer)."""
+        """A batch is being written (by the reader, by `relay` through the writer, or by
+        `write_now` while its transport makes it wait)."""
 
-    def write_through(self, writer: Writer | None) -> None:
+    def write_through(self, writer: Writer | None, now: NowWriter | None = None) -> None:
         """A streaming channel that writes a batch by awaiting `writer(batch)` offers it
         here (None takes it back): `relay` then hands a delta to it in the producer's own
-        task, with no wake-up of the channel's task, whenever nothing waits in the queue."""
+        task, with no wake-up of the channel's task, whenever nothing waits in the queue.
+        `now` also writes a batch without a task (`write_now`, the fast lane)."""
         self._writer = writer
+        self._now = now
+
+    def can_write_now(self) -> bool:
+        """`write_now` would write at once: a channel offered it, nothing waits in the
+        queue and no batch is being written."""
+        return (self._now is not None and not self._writing and not self._items
+                and not self.closed)
+
+    def write_now(self, batch: Batch) -> None:
+        """Write `batch` at once, from any callback (only when `can_write_now()`). A write
+        its transport made wait keeps the next events queued until it finished."""
+        if self.history is not None:
+            self.history.extend(batch)
+        pending = self._now(batch)  # type: ignore[misc]
+        if pending is not None:
+            self._writing = True
+            self._pending = pending
+            pending.add_done_callback(self._written)
+
+    def _written(self, _: object) -> None:
+        self._pending = None
+        self._writing = False
+        if self._items and self._waiters:
+            self._wake()
 
     async def relay(self, name: str, data: dict[str, Any]) -> bool:
         """Write one event through the channel's writer when it can go now, in order (the
@@ -159,7 +191,10 @@ class EventSink:
         self._attach()
         try:
             while True:
-                while not items:
+                while not items or self._pending is not None:
+                    if self._pending is not None:  # a fast-lane write waits: it goes first
+                        await asyncio.wait([self._pending])
+                        continue
                     waiter = asyncio.get_running_loop().create_future()
                     self._waiters.append(waiter)
                     try:

@@ -13,6 +13,7 @@ from typing import ClassVar
 import httpx
 
 from evacore.errors import ProviderProtocolError
+from evacore.providers._fast_lane import FastLane, FastText
 from evacore.providers._sending import make_http_client, open_stream, read_body
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._stop import apply_stop, cut_answer
@@ -24,6 +25,7 @@ from evacore.providers.base import (
     Finish,
     ProviderEvent,
     ProviderRequest,
+    TextTap,
     WireRequest,
 )
 from evacore.redact import redact_headers, redact_url
@@ -57,6 +59,11 @@ class HTTPProvider:
     ) -> AsyncIterator[ProviderEvent]:
         raise NotImplementedError
 
+    fast_text: ClassVar[FastText | None] = None
+    """An adapter with a fast lane (`_fast_lane.py`) sets this to its parse of one event's
+    data into a plain text delta; its `parse_stream` then also takes the lane (and tells
+    it the model name it saw)."""
+
     def parse_answer(self, body: dict[str, object], request: ProviderRequest) -> Answer:
         raise NotImplementedError
 
@@ -69,35 +76,48 @@ class HTTPProvider:
             body=self.build_body(request, stream=stream),
         )
 
-    def stream(self, request: ProviderRequest, *, wire: WireRequest | None = None
-               ) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ProviderRequest, *, wire: WireRequest | None = None,
+               tap: TextTap | None = None) -> AsyncIterator[ProviderEvent]:
         """The answer's events (nothing is sent before the first is asked for); no layer of
-        its own between the caller and the upstream's events."""
+        its own between the caller and the upstream's events. `tap`: the consumer's offer
+        to take plain text deltas from the network read itself, honoured by adapters with
+        a `fast_text` and only without stop strings (which hold text back)."""
         wire = wire or self.wire_request(request, stream=True)
-        events = self.upstream_events(wire, request)
+        if tap is not None and (request.stop or self.fast_text is None):
+            tap = None
+        events = self.upstream_events(wire, request, tap) if tap else self.upstream_events(
+            wire, request)
         if request.stop:
             events = apply_stop(events, request.stop)
         return events
 
     def upstream_events(
-        self, wire: WireRequest, request: ProviderRequest
+        self, wire: WireRequest, request: ProviderRequest, tap: TextTap | None = None
     ) -> AsyncIterator[ProviderEvent]:
         dl = Deadlines(self.connection.timeouts)
-        return retrying(self.connection, dl, lambda: self._stream_attempt(wire, request, dl))
+        return retrying(self.connection, dl,
+                        lambda: self._stream_attempt(wire, request, dl, tap))
 
     async def _stream_attempt(
-        self, wire: WireRequest, request: ProviderRequest, dl: Deadlines
+        self, wire: WireRequest, request: ProviderRequest, dl: Deadlines,
+        tap: TextTap | None = None,
     ) -> AsyncIterator[ProviderEvent]:
         conn = self.connection
         headers = self.headers(request, stream=True)
+        lane = None
+        if tap is not None and self.fast_text is not None:
+            lane = FastLane(tap, self.fast_text, dl.token_read)
         async with (
             open_stream(self._streams, wire, headers, dl, conn,
                         self.endpoint(stream=True)) as response,
-            aclosing(sse_events(response, dl, conn)) as sse,
-            aclosing(self.parse_stream(sse, request)) as events,
+            aclosing(sse_events(response, dl, conn, lane)) as sse,
+            aclosing(self.parse_stream(sse, request, lane) if lane is not None
+                     else self.parse_stream(sse, request)) as events,
         ):
             async for event in events:
                 if isinstance(event, Finish):
+                    if lane is not None:
+                        lane.close()
                     await drain(sse)
                 yield event
 

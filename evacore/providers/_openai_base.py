@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from evacore.errors import ProviderProtocolError
+from evacore.providers._fast_lane import FastLane
 from evacore.providers._http import HTTPProvider
 from evacore.providers._openai_wire import (
+    fast_chat_text,
     openai_headers,
     openai_url,
     parse_openai_stream,
@@ -33,6 +35,7 @@ class OpenAICompatibleProvider(HTTPProvider):
     """The endpoint below the `/v1` base, e.g. `/chat/completions`."""
     chat = True
     """Whether streamed chunks carry `delta` (chat) or `text` (completions)."""
+    fast_text = staticmethod(fast_chat_text)
 
     def __init__(self, connection: Connection, **kwargs: Any) -> None:
         super().__init__(connection, **kwargs)
@@ -47,9 +50,10 @@ class OpenAICompatibleProvider(HTTPProvider):
         )
 
     def parse_stream(
-        self, events: AsyncIterator[SSEEvent], request: ProviderRequest
+        self, events: AsyncIterator[SSEEvent], request: ProviderRequest,
+        lane: FastLane | None = None,
     ) -> AsyncIterator[ProviderEvent]:
-        return parse_openai_stream(events, self.connection, chat=self.chat)
+        return parse_openai_stream(events, self.connection, chat=self.chat, lane=lane)
 
     def first_choice(self, body: dict[str, Any]) -> dict[str, Any]:
         choices = body.get("choices")

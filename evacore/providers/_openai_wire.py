@@ -14,6 +14,7 @@ import httpx
 import orjson
 
 from evacore.errors import ProviderConnectionError, ProviderHTTPError
+from evacore.providers._fast_lane import FastLane
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._transport import http_error, label
 from evacore.providers._urls import join_url
@@ -168,9 +169,11 @@ def message_tool_calls(raw: Any) -> list[ToolCall]:
 
 
 async def parse_openai_stream(
-    events: AsyncIterator[SSEEvent], conn: Connection, *, chat: bool
+    events: AsyncIterator[SSEEvent], conn: Connection, *, chat: bool,
+    lane: FastLane | None = None,
 ) -> AsyncIterator[ProviderEvent]:
-    """`data: {chunk}` … `data: [DONE]` into events; tool calls are emitted when complete."""
+    """`data: {chunk}` … `data: [DONE]` into events; tool calls are emitted when complete.
+    The `lane` (the fast lane of the same stream) is told each model name seen."""
     tools = ToolCallAssembler()
     finish: Any = None
     usage: Usage | None = None
@@ -194,6 +197,8 @@ async def parse_openai_stream(
         name = chunk.get("model")
         if name and isinstance(name, str):
             model = name
+            if lane is not None:
+                lane.model = name
         raw_usage = chunk.get("usage")
         if raw_usage is not None:
             usage = usage_from(raw_usage) or usage
@@ -225,3 +230,47 @@ async def parse_openai_stream(
     for call in tools.drain():
         yield call
     yield Finish(normalise_finish(finish, tools.emitted > 0), usage, model)
+
+
+def _fast_choice(data: str, lane: FastLane) -> dict[str, Any] | None:
+    """The one choice of a chunk that changes nothing but adds text (no usage, error,
+    finish, tool call or reasoning, the model the ordinary path saw last), else None."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(chunk) is not dict or chunk.get("error") or chunk.get("usage") is not None:
+        return None
+    name = chunk.get("model")
+    if name and name != lane.model:
+        return None
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if (type(choice) is not dict or choice.get("index", 0) not in (0, None)
+            or choice.get("finish_reason")):
+        return None
+    return choice
+
+
+def fast_chat_text(data: str, lane: FastLane) -> str | None:
+    """A chat chunk's content when that is all it brings (the fast lane's parse)."""
+    choice = _fast_choice(data, lane)
+    if choice is None:
+        return None
+    delta = choice.get("delta")
+    if (type(delta) is not dict or delta.get("tool_calls") or delta.get("reasoning_content")
+            or delta.get("reasoning")):
+        return None
+    content = delta.get("content")
+    return content if type(content) is str and content else None
+
+
+def fast_completion_text(data: str, lane: FastLane) -> str | None:
+    """A completions chunk's text when that is all it brings (the fast lane's parse)."""
+    choice = _fast_choice(data, lane)
+    if choice is None:
+        return None
+    text = choice.get("text")
+    return text if type(text) is str and text else None

@@ -33,6 +33,10 @@ class SSEDecoder:
         self._data: list[str] = []
         self._id: str | None = None
 
+    def idle(self) -> bool:
+        """Nothing is held between events: no partial line, no pending field."""
+        return not self._buf and not self._data and not self._event
+
     def feed(self, chunk: str) -> list[SSEEvent]:
         buf = self._buf + chunk if self._buf else chunk
         held = False

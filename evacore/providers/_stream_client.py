@@ -18,7 +18,7 @@ import ssl
 import time
 import zlib
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import httptools
 import httpx
@@ -61,6 +61,9 @@ class _Conn(asyncio.Protocol):
         self.error: StreamError | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.paused = False
+        self.tap: Callable[[bytes], bool] | None = None
+        """Offered each body chunk that arrives while the reader waits with nothing
+        unread; True when it took the chunk (the reader never sees it)."""
 
     # --- asyncio.Protocol -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -99,6 +102,11 @@ class _Conn(asyncio.Protocol):
             self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
+        tap = self.tap
+        if tap is not None and not self.chunks:
+            waiter = self.waiter
+            if waiter is not None and not waiter.done() and tap(body):
+                return
         self.chunks.append(body)
         self.buffered += len(body)
         if self.buffered >= PAUSE_AT_BYTES and not self.paused and self.transport is not None:
@@ -150,6 +158,10 @@ class _Conn(asyncio.Protocol):
             self.transport.resume_reading()
         return data
 
+    def taps(self, tap: Callable[[bytes], bool] | None) -> None:
+        """Offer the body chunks to `tap` first (None: stop offering)."""
+        self.tap = tap
+
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and self.error is None and not self.closed
 
@@ -169,6 +181,8 @@ class StreamResponse:
             raise StreamError(f"unsupported content encoding {encoding!r}", received=True)
         if self._inflate is None:
             self.read = conn.read  # type: ignore[method-assign]  # no layer per chunk
+            self.tap_body = conn.taps
+            """Offer raw body chunks to a tap (only when nothing is inflated)."""
         self._closed = False
 
     async def read(self) -> bytes:
@@ -187,6 +201,7 @@ class StreamResponse:
         if self._closed:
             return
         self._closed = True
+        self._conn.tap = None
         self._client._release(self._key, self._conn)
 
 

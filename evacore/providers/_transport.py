@@ -27,6 +27,7 @@ from evacore.errors import (
     ProviderHTTPError,
     ProviderTimeout,
 )
+from evacore.providers._fast_lane import FastLane
 from evacore.providers._sse import SSEDecoder, SSEEvent
 from evacore.providers.base import Connection, Timeouts
 from evacore.redact import redact
@@ -94,6 +95,15 @@ class Deadlines:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def token_read(self) -> None:
+        """A token was read while the guard is armed for the read in flight (the fast
+        lane): the guard moves on to the idle deadline from now, as a new read would."""
+        now = time.monotonic()
+        if self._total_at <= now + self.timeouts.idle:
+            self._guard_until, self._guard_which = self._total_at, "total"
+        else:
+            self._guard_until, self._guard_which = now + self.timeouts.idle, "idle"
 
     def start_attempt(self) -> None:
         self._first_at = time.monotonic() + self.timeouts.first_token
@@ -219,44 +229,53 @@ class Body(Protocol):
     async def read(self) -> bytes: ...
 
 
-async def sse_events(response: Body, dl: Deadlines, conn: Connection) -> AsyncIterator[SSEEvent]:
+async def sse_events(response: Body, dl: Deadlines, conn: Connection,
+                     lane: FastLane | None = None) -> AsyncIterator[SSEEvent]:
     """SSE events of a streaming response, each read under the deadline that applies.
 
     The hot path of a relayed answer: one read per network chunk, guarded inline (what
-    `within` does, without a coroutine per read).
+    `within` does, without a coroutine per read). With a `lane`, chunks of plain text
+    deltas that arrive while this waits for a read go to its tap instead (`_fast_lane.py`).
     """
     decoder = SSEDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
     read = response.read
+    tap_body = getattr(response, "tap_body", None) if lane is not None else None
+    if tap_body is not None:
+        tap_body(lane.reader(decoder, utf8))  # type: ignore[union-attr]
     task = asyncio.current_task()
-    while True:
-        wait, which = dl.next_wait()
-        if wait <= 0:
-            raise timeout_error(conn, which)
-        cancelling = task.cancelling() if task is not None else 0
-        dl.expired = None
-        dl.arm(time.monotonic() + wait, which, task)
-        try:
-            chunk = await read()
-        except asyncio.CancelledError:
-            if dl.expired is not None and task is not None and task.uncancel() <= cancelling:
-                raise timeout_error(conn, dl.expired) from None
-            raise
-        finally:
-            dl.disarm()
-        if not chunk:
-            break
-        if utf8.buffer:  # the start of a character split over two reads waits there
-            text = utf8.decode(chunk)
-        else:
+    try:
+        while True:
+            wait, which = dl.next_wait()
+            if wait <= 0:
+                raise timeout_error(conn, which)
+            cancelling = task.cancelling() if task is not None else 0
+            dl.expired = None
+            dl.arm(time.monotonic() + wait, which, task)
             try:
-                text = chunk.decode()  # the usual chunk: whole characters
-            except UnicodeDecodeError:
-                text = utf8.decode(chunk)  # split or invalid bytes: the decoder's rules
-        for event in decoder.feed(text):
+                chunk = await read()
+            except asyncio.CancelledError:
+                if dl.expired is not None and task is not None and task.uncancel() <= cancelling:
+                    raise timeout_error(conn, dl.expired) from None
+                raise
+            finally:
+                dl.disarm()
+            if not chunk:
+                break
+            if utf8.buffer:  # the start of a character split over two reads waits there
+                text = utf8.decode(chunk)
+            else:
+                try:
+                    text = chunk.decode()  # the usual chunk: whole characters
+                except UnicodeDecodeError:
+                    text = utf8.decode(chunk)  # split or invalid bytes: the decoder's rules
+            for event in decoder.feed(text):
+                yield event
+        for event in decoder.feed(utf8.decode(b"", final=True)) + decoder.flush():
             yield event
-    for event in decoder.feed(utf8.decode(b"", final=True)) + decoder.flush():
-        yield event
+    finally:
+        if tap_body is not None:
+            tap_body(None)
 
 
 async def drain(rest: AsyncIterator[object], limit: float = 0.1) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -157,6 +157,23 @@ class WireRequest:
     url: str
     headers: dict[str, str]
     body: dict[str, Any]
+
+
+class TextTap:
+    """A stream consumer's offer to take plain text deltas in the network read's own
+    callback, before any task wakes up (the fast lane of a relayed answer).
+
+    `take(texts)` is set by the consumer while it can pass texts on at once (and None
+    otherwise); it returns False to refuse them, and the texts then come as `TextDelta`
+    events in order, as they would have without the tap. An adapter that has a fast lane
+    calls it only for texts that would have been plain `TextDelta`s, only while the
+    consumer waits for its next event and nothing is left unread before them.
+    """
+
+    __slots__ = ("take",)
+
+    def __init__(self) -> None:
+        self.take: Callable[[list[str]], bool] | None = None
 
 
 @runtime_checkable

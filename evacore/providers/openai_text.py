@@ -12,6 +12,7 @@ from evacore.errors import InvalidInput
 from evacore.providers._openai_base import OpenAICompatibleProvider
 from evacore.providers._openai_wire import (
     COMPAT_SAMPLERS,
+    fast_completion_text,
     normalise_finish,
     usage_from,
 )
@@ -56,6 +57,7 @@ class OpenAITextProvider(OpenAICompatibleProvider):
     kind = "openai-text"
     path = "/completions"
     chat = False
+    fast_text = staticmethod(fast_completion_text)
 
     def build_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
         return build_request_body(self.connection, request, stream=stream)

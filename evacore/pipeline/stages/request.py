@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from evacore.pipeline.connect import provider_for
+from evacore.providers.base import TextTap
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -34,4 +35,9 @@ class Request:
                 {"step": len(tour.steps), "body": {"messages": request.messages,
                                                   "prompt": request.prompt}}
             )
-        tour.data["events_iter"] = provider.stream(request, wire=wire)
+        if getattr(provider, "fast_text", None) is not None:
+            tap = tour.data["tap"] = TextTap()  # the streaming stage opens it (fast lane)
+            tour.data["events_iter"] = provider.stream(request, wire=wire, tap=tap)
+        else:
+            tour.data.pop("tap", None)
+            tour.data["events_iter"] = provider.stream(request, wire=wire)

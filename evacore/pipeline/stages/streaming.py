@@ -15,7 +15,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from evacore.providers.base import Finish, ReasoningDelta, TextDelta, ToolCall
+from evacore.providers.base import Finish, ReasoningDelta, TextDelta, TextTap, ToolCall
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -56,58 +56,82 @@ class Streaming:
         sink.max_bytes = core.settings.limits.event_queue_bytes
         first = "first_token_ms" not in tour.diagnostics
         last_at = 0.0
-        async with contextlib.aclosing(events):
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    text = event.text
-                    if stream_hooks is not None:
-                        text = await stream_hooks.feed(text)
-                    if not text:
-                        continue
-                    if seam:  # the first text of a continue whose text got a postfix
-                        seam = False
-                        prefix = _drop_postfix(tour, parts, prefix, text)
-                    parts.append(text)
-                    tour.data["partial_tokens"] = True
-                    if not holding:
-                        if prefix and not tour.data.get("prefill_sent"):
-                            text = prefix + text
-                        tour.data["prefill_sent"] = True
-                        now = time.perf_counter()
-                        if now - last_at >= ALONE_AFTER:
-                            # a token that came alone: to the client from this task at once
-                            written = await sink.relay("delta", {"text": text})
-                        else:
-                            sink.emit("delta", {"text": text})  # a burst: batched
-                            written = False
-                        if not written:
-                            if sink.full:
-                                await sink.room()  # the client reads slower than the provider
-                            if first or (sink.read and now - sink.pending_since >= YIELD_AFTER):
-                                await asyncio.sleep(0)  # the channel writes what is queued
-                        last_at = now
-                        if first:
-                            # the first token the client gets, timed from the request
-                            first = False
-                            tour.diagnostics["first_token_ms"] = round(
-                                (now - tour.started) * 1000, 3)
-                elif isinstance(event, ToolCall):
-                    call = {"id": event.id, "name": event.name, "arguments": event.arguments}
-                    step.tool_calls.append(call)
-                    if not holding:
-                        sink.emit("tool_call", dict(call))
-                elif isinstance(event, ReasoningDelta):
-                    reasoning.append(event.text)
-                elif isinstance(event, Finish):
-                    step.finish_reason = event.finish_reason
-                    if event.usage is not None:
-                        step.usage = {
-                            "prompt_tokens": event.usage.prompt_tokens,
-                            "completion_tokens": event.usage.completion_tokens,
-                            "total_tokens": event.usage.total_tokens,
-                        }
-                    if event.model:
-                        tour.data["model"] = event.model
+        tap: TextTap | None = tour.data.pop("tap", None)
+        if tap is not None and (stream_hooks is not None or holding):
+            tap = None  # every text goes through the hooks, or is held back
+
+        taken = [0]
+
+        def take(texts: list[str]) -> bool:
+            """The fast lane: texts from the network read, written at once, or refused."""
+            if tour.abort.is_set() or not sink.can_write_now():
+                return False
+            parts.extend(texts)
+            taken[0] += len(texts)
+            sink.write_now([("delta", {"text": text}) for text in texts])
+            return True
+
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        text = event.text
+                        if stream_hooks is not None:
+                            text = await stream_hooks.feed(text)
+                        if not text:
+                            continue
+                        if seam:  # the first text of a continue whose text got a postfix
+                            seam = False
+                            prefix = _drop_postfix(tour, parts, prefix, text)
+                        parts.append(text)
+                        tour.data["partial_tokens"] = True
+                        if not holding:
+                            if prefix and not tour.data.get("prefill_sent"):
+                                text = prefix + text
+                            tour.data["prefill_sent"] = True
+                            now = time.perf_counter()
+                            if now - last_at >= ALONE_AFTER:
+                                # a token that came alone: to the client from this task at once
+                                written = await sink.relay("delta", {"text": text})
+                            else:
+                                sink.emit("delta", {"text": text})  # a burst: batched
+                                written = False
+                            if not written:
+                                if sink.full:
+                                    await sink.room()  # the client reads slower than the provider
+                                if first or (sink.read and now - sink.pending_since >= YIELD_AFTER):
+                                    await asyncio.sleep(0)  # the channel writes what is queued
+                            last_at = now
+                            if first:
+                                # the first token the client gets, timed from the request
+                                first = False
+                                tour.diagnostics["first_token_ms"] = round(
+                                    (now - tour.started) * 1000, 3)
+                            if written and tap is not None and tap.take is None:
+                                tap.take = take  # the next plain texts may skip this task
+                    elif isinstance(event, ToolCall):
+                        call = {"id": event.id, "name": event.name, "arguments": event.arguments}
+                        step.tool_calls.append(call)
+                        if not holding:
+                            sink.emit("tool_call", dict(call))
+                    elif isinstance(event, ReasoningDelta):
+                        reasoning.append(event.text)
+                    elif isinstance(event, Finish):
+                        step.finish_reason = event.finish_reason
+                        if event.usage is not None:
+                            step.usage = {
+                                "prompt_tokens": event.usage.prompt_tokens,
+                                "completion_tokens": event.usage.completion_tokens,
+                                "total_tokens": event.usage.total_tokens,
+                            }
+                        if event.model:
+                            tour.data["model"] = event.model
+        finally:
+            if tap is not None:
+                tap.take = None
+            if taken[0]:  # deltas that went out from the network read (diagnostics)
+                tour.diagnostics["fast_lane_deltas"] = (
+                    tour.diagnostics.get("fast_lane_deltas", 0) + taken[0])
         if stream_hooks is not None:
             from evacore.plugins.host import note_records
 

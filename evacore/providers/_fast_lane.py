@@ -1,0 +1,78 @@
+"""The fast lane of a relayed answer: plain text deltas parsed in the network read's own
+callback and handed to the consumer's `TextTap`, with no task woken and no event object
+made per token.
+
+A chunk is taken only whole, and only when everything before it has been read and decoded:
+the reader is parked waiting for data, the SSE decoder holds no partial line, event or
+character, and the chunk is nothing but complete `data:` events that the adapter's
+`fast_text` turns into text. Anything else (a split event, an empty delta, a finish, a tool
+call, usage, an error, `[DONE]`) is left to the ordinary path, which sees it in order.
+
+Must not: know a vendor's format (the adapter's `fast_text` does), decide whether the
+consumer can take a text (its tap does), or raise: a refusal is always the safe answer.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable
+
+from evacore.providers._sse import SSEDecoder
+from evacore.providers.base import TextTap
+
+FastText = Callable[[str, "FastLane"], "str | None"]
+"""The text of one SSE `data:` payload that is a plain text delta and nothing else (for
+this lane: its `model` is the name the ordinary path saw last), else None."""
+
+
+class FastLane:
+    """One streamed attempt's fast lane: the consumer's tap, the adapter's parse, and the
+    deadline clock each taken token moves (`token`)."""
+
+    __slots__ = ("closed", "fast_text", "model", "tap", "token")
+
+    def __init__(self, tap: TextTap, fast_text: FastText, token: Callable[[], None]) -> None:
+        self.tap = tap
+        self.fast_text = fast_text
+        self.token = token
+        self.closed = False
+        self.model: str | None = None
+        """The model name the ordinary path saw last: a chunk naming another is left to it."""
+
+    def close(self) -> None:
+        """Nothing more is taken (the answer finished: what follows is drained unread)."""
+        self.closed = True
+
+    def reader(self, decoder: SSEDecoder, utf8: codecs.IncrementalDecoder
+               ) -> Callable[[bytes], bool]:
+        """The body tap of a connection whose chunks `decoder` (after `utf8`) decodes."""
+
+        def take(body: bytes) -> bool:
+            give = self.tap.take
+            if give is None or self.closed or not decoder.idle() or utf8.buffer:
+                return False
+            try:
+                text = body.decode()
+            except UnicodeDecodeError:
+                return False
+            if not text.endswith("\n\n") or "\r" in text:
+                return False
+            texts = []
+            fast_text = self.fast_text
+            for event in text[:-2].split("\n\n"):
+                if not event.startswith("data:") or "\n" in event:
+                    return False
+                piece = fast_text(event[6:] if event[5:6] == " " else event[5:], self)
+                if piece is None:
+                    return False
+                texts.append(piece)
+            try:
+                taken = give(texts)
+            except Exception:  # noqa: BLE001 - a tap that fails refuses; the ordinary path goes on
+                self.closed = True
+                return False
+            if taken:
+                self.token()
+            return taken
+
+        return take
