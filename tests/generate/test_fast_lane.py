@@ -1,0 +1,114 @@
+"""The fast lane end to end (R2.12, R12.4): a paced answer's deltas go to the client from the
+upstream read itself, in order, and are stored whole; a client that stops reading for a
+while and goes on still gets every byte, in order, on a real `evacore serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+
+import httpx
+import orjson
+import pytest
+
+from tests.conftest import MASTER_TOKEN
+from tests.fakes.script import Reply
+from tests.fakes.upstream import FakeUpstream
+from tests.generate.helpers import deltas, fake_connection, messages, new_chat, stream, tour_of
+from tests.helpers import ServerProcess, parse_sse
+
+WORDS = " ".join(f"word{i}" for i in range(60))
+
+
+async def test_r2_12_paced_deltas_take_the_fast_lane_and_are_stored_whole(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    openai_fake.script.add(Reply(text=WORDS, token_delay=0.005))
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    events = await stream(client, chat, "Count.")
+    assert "".join(deltas(events)) == WORDS
+    tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+    diagnostics = (await tour_of(client, tour_id))["diagnostics"]
+    assert diagnostics["fast_lane_deltas"] >= 30  # most of the 60 skipped the tour's task
+    assert diagnostics["first_token_ms"] > 0
+    assert (await messages(client, chat))[-1]["content"] == WORDS
+
+
+async def test_r2_12_stop_strings_keep_deltas_off_the_fast_lane(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    openai_fake.script.add(Reply(text=WORDS, token_delay=0.005))
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    events = await stream(client, chat, "Count.", params={"stop": ["word30"]})
+    text = "".join(deltas(events))
+    assert text.rstrip() == " ".join(f"word{i}" for i in range(30))
+    tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+    assert "fast_lane_deltas" not in (await tour_of(client, tour_id))["diagnostics"]
+
+
+# -- a real server, a client that stops reading for a while -----------------------------------
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    data = tmp_path_factory.mktemp("fastlane")
+    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'fl.db'}",
+                        MASTER_TOKEN).start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+def _dechunk(body: bytes) -> bytes:
+    out, rest = [], body
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        out.append(rest[:size])
+        rest = rest[size + 2:]
+    return b"".join(out)
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    parts = []
+    while data := sock.recv(1 << 16):
+        parts.append(data)
+    return b"".join(parts)
+
+
+async def test_r12_4_a_reader_that_pauses_gets_every_paced_byte_in_order(
+    server: ServerProcess, openai_fake: FakeUpstream
+) -> None:
+    # 4 MB in 16 KB deltas 2 ms apart: far more than the sockets' buffers hold while the
+    # client sleeps, so writes from the upstream's read have to wait for it, in order.
+    pieces = [f"<{i:05d}>" + "y" * (16 * 1024 - 7) for i in range(256)]
+    openai_fake.script.add(Reply(text="".join(pieces), chunks=pieces, token_delay=0.002))
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers(),
+                                 timeout=30) as api:
+        chat = await new_chat(api, await fake_connection(api, openai_fake))
+        body = orjson.dumps({"message": {"content": "Everything."}, "stream": True})
+        head = (f"POST /v1/chats/{chat}/generate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Bearer {MASTER_TOKEN}\r\nContent-Type: application/json\r\n"
+                f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n")
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        try:
+            sock.sendall(head.encode() + body)
+            await asyncio.sleep(1.5)  # not reading: the server's writes have to wait
+            raw = await asyncio.to_thread(_read_all, sock)
+        finally:
+            sock.close()
+        header, _, chunked = raw.partition(b"\r\n\r\n")
+        assert header.startswith(b"HTTP/1.1 200"), header
+        events = parse_sse(_dechunk(chunked).decode())
+        assert "".join(deltas(events)) == "".join(pieces)
+        assert [n for n, _ in events][-1] == "done"
+        tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+        tour = (await api.get(f"/v1/tours/{tour_id}")).json()
+        assert tour["status"] == "completed"
+        assert tour["diagnostics"].get("fast_lane_deltas", 0) > 0
+        assert (await messages(api, chat))[-1]["content"] == "".join(pieces)
