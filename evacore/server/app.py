@@ -48,11 +48,15 @@ from evacore.web import mount_page
 log = get_logger(__name__)
 
 ROUTERS = [
+    # The two routes every message takes come first: a request is matched against the
+    # routes in this order (twice, by FastAPI's included routers), and none of the later
+    # paths overlaps theirs.
+    generate.router,
+    openai_facade.router,
     health.router,
     users.router,
     connections.router,
     chats.router,
-    generate.router,
     tours.router,
     rules.router,
     stats.router,
@@ -64,7 +68,6 @@ ROUTERS = [
     lorebooks.router,
     settings_routes.router,
     memory.router,
-    openai_facade.router,
     telegram_webhook.router,
     # One router per line.
 ]
