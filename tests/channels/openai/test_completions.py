@@ -154,3 +154,21 @@ async def test_r14_0_a_character_name_alone_talks_on_the_default_connection(
         {"role": "user", "content": "Hello again"}])
     assert done.choices[0].message.content == "From the default connection."
     assert len(upstream.generation_requests) == 1
+
+
+async def test_r14_1_a_paced_stream_takes_the_fast_lane_chunk_by_chunk(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    words = " ".join(f"w{i}" for i in range(40))
+    upstream.script.reply(words, token_delay=0.005)
+    async with oai.chat.completions.with_streaming_response.create(
+            model="@up", messages=[{"role": "user", "content": "Count."}],
+            stream=True) as response:
+        chunks = [c async for c in await response.parse()]
+        tour_id = response.headers["x-evacore-tour"]
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == words
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert len({c.id for c in chunks}) == 1  # every chunk, the fast lane's too, of one completion
+    tour = (await client.get(f"/v1/tours/{tour_id}")).json()
+    assert tour["diagnostics"]["fast_lane_deltas"] >= 20
