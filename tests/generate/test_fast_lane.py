@@ -12,7 +12,10 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import MASTER_TOKEN
+from evacore.config import Settings
+from evacore.core import start_core
+from evacore.server.app import create_app
+from tests.conftest import MASTER_TOKEN, wipe
 from tests.fakes.script import Reply
 from tests.fakes.upstream import FakeUpstream
 from tests.generate.helpers import deltas, fake_connection, messages, new_chat, stream, tour_of
@@ -45,6 +48,62 @@ async def test_r2_12_stop_strings_keep_deltas_off_the_fast_lane(
     assert text.rstrip() == " ".join(f"word{i}" for i in range(30))
     tour_id = next(d["tour_id"] for n, d in events if n == "tour")
     assert "fast_lane_deltas" not in (await tour_of(client, tour_id))["diagnostics"]
+
+
+async def test_r6_7_an_answer_held_for_a_text_rule_never_takes_the_fast_lane(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    r = await client.post("/v1/rules", json={
+        "name": "no_forbidden", "scope": "text", "condition": "FORBIDDEN",
+        "text": "Never say that word."})
+    assert r.status_code == 201, r.text
+    openai_fake.script.add(Reply(text=WORDS + " FORBIDDEN", token_delay=0.005))
+    openai_fake.script.add(Reply(text=WORDS, token_delay=0.005))
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    events = await stream(client, chat, "Count.")
+    # the held draft never reached the client, not one delta of it; the retry, no longer
+    # held (the rule fired), streams as usual
+    assert "".join(deltas(events)) == WORDS
+    assert [n for n, _ in events].count("hold") == 1
+    tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+    diagnostics = (await tour_of(client, tour_id))["diagnostics"]
+    assert len(diagnostics["discarded"]) == 1
+
+
+WATCHER = """
+from evacore.plugins import Plugin
+plugin = Plugin(name="watcher", version="1")
+seen = []
+
+@plugin.stream(capabilities=["response:write"])
+async def shout(ctx):
+    seen.append(ctx.delta)
+    ctx.delta = ctx.delta.upper()
+"""
+
+
+async def test_r3_stream_hooks_see_and_change_every_delta_of_a_paced_answer(
+    settings: Settings, openai_fake: FakeUpstream
+) -> None:
+    settings.plugins_dir.mkdir(parents=True, exist_ok=True)
+    (settings.plugins_dir / "watcher.py").write_text(WATCHER)
+    await wipe(settings.db_url)
+    core = await start_core(settings)
+    try:
+        async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=create_app(core=core)),
+                base_url="http://evacore.test",
+                headers={"Authorization": f"Bearer {MASTER_TOKEN}"}, timeout=30) as api:
+            r = await api.patch("/v1/plugins/watcher", json={"permissions": ["response:write"]})
+            assert r.status_code == 200, r.text
+            openai_fake.script.add(Reply(text=WORDS, token_delay=0.005))
+            chat = await new_chat(api, await fake_connection(api, openai_fake))
+            events = await stream(api, chat, "Count.")
+            assert "".join(deltas(events)) == WORDS.upper()  # not one delta went around it
+            tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+            assert "fast_lane_deltas" not in (await tour_of(api, tour_id))["diagnostics"]
+    finally:
+        await core.aclose()
 
 
 # -- a real server, a client that stops reading for a while -----------------------------------
