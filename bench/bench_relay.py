@@ -32,6 +32,8 @@ FIXED_MS_PER_TOUR = 4.0
 THROUGHPUT_RATIO = 0.90
 ADDED_TTFT_MS = {"s1": 3.0, "s2": 5.0}
 FLOOR_SCENARIOS = ("paced", "paced5", "s2")
+FAST_LANE_SCENARIOS = ("paced", "paced5", "s2")
+"""Scenarios whose tours say how many deltas took the fast lane (`<scenario>_fast_lane_share`)."""
 """Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
 IDLE_RSS_MB = 150.0
 PER_STREAM_KB = 100.0
@@ -123,6 +125,24 @@ class _Setup:
             r = self.http.post(f"/chats/{chat_id}/generate",
                                json={"message": {"content": PROMPT}, "stream": True})
             r.raise_for_status()
+
+    def fast_lane(self, chat_ids: list[str], limit: int = 12) -> tuple[int, int]:
+        """(deltas that went out from the upstream read, tokens answered) over the chats'
+        newest answers, from their tours' diagnostics (`fast_lane_deltas`)."""
+        fast = tokens = 0
+        for chat in chat_ids:
+            r = self.http.get(f"/chats/{chat}/messages")
+            r.raise_for_status()
+            answers = [m for m in r.json()["messages"] if m["role"] == "assistant"]
+            for message in answers[-limit:]:
+                variant = next(v for v in message["variants"]
+                               if v["id"] == message["active_variant"])
+                if not variant.get("tour_id"):
+                    continue
+                tour = self.http.get(f"/tours/{variant['tour_id']}").json()
+                fast += int(tour["diagnostics"].get("fast_lane_deltas", 0))
+                tokens += int((variant.get("usage") or {}).get("completion_tokens", 0))
+        return fast, tokens
 
     def warm_facade(self, chat_id: str, model: str, tours: int = WARM_TOURS) -> None:
         for i in range(tours):
@@ -440,6 +460,12 @@ def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
         facade_chats = setup.chats(connections[key], sc.concurrency)
         results[sc.name] = _measure(load_prefix, relays, sc, ups[key][1], chats, facade_chats)
         rows += _scenario_rows(sc, results[sc.name])
+        if sc.name in FAST_LANE_SCENARIOS:
+            fast, tokens = setup.fast_lane(chats)
+            rows.append(_row(f"{sc.name}_fast_lane_share", round(fast / tokens, 3) if tokens
+                             else None, "x",
+                             f"deltas written from the upstream read itself (the fast lane) "
+                             f"over the tokens answered through generate: {fast} of {tokens}"))
     for who, (prefix, _) in ROUTES.items():
         if who in results["s1"]:
             rows += _split_rows(results, by_name, who, prefix)
