@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
@@ -104,17 +104,6 @@ async def test_r12_4_slow_reader_gets_every_byte(
 
 
 # -- a real server and a client that never reads -------------------------------------------
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data = tmp_path_factory.mktemp("backpressure")
-    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'bp.db'}",
-                        MASTER_TOKEN).start()
-    try:
-        yield srv
-    finally:
-        srv.kill()
-
 
 def _request(chat_id: str, port: int) -> bytes:
     body = orjson.dumps({"message": {"content": "Tell me everything."}, "stream": True})

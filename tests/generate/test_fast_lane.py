@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterator
 
 import httpx
 import orjson
-import pytest
 
 from evacore.config import Settings
 from evacore.core import start_core
@@ -107,17 +105,6 @@ async def test_r3_stream_hooks_see_and_change_every_delta_of_a_paced_answer(
 
 
 # -- a real server, a client that stops reading for a while -----------------------------------
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data = tmp_path_factory.mktemp("fastlane")
-    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'fl.db'}",
-                        MASTER_TOKEN).start()
-    try:
-        yield srv
-    finally:
-        srv.kill()
-
 
 def _dechunk(body: bytes) -> bytes:
     out, rest = [], body
