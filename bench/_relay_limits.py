@@ -69,6 +69,16 @@ def _per_tour(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _fast_share(rows: list[dict[str, Any]]) -> str:
+    """`; …% of the paced tokens went that way (…)`, from the fast-lane rows of this run."""
+    shares = [(s, _value(rows, f"{s}_fast_lane_share")) for s in ("paced", "paced5", "s2")]
+    known = [f"{share * 100:.1f}% in {s}" for s, share in shares if math.isfinite(share)]
+    if not known:
+        return ""
+    return ("; the tokens that went that way: " + ", ".join(known)
+            + " (`<scenario>_fast_lane_share`)")
+
+
 def _per_token(rows: list[dict[str, Any]]) -> list[str]:
     marginal = _value(rows, "cpu_us_per_extra_token")
     paced = _value(rows, "cpu_us_per_paced_token")
@@ -79,12 +89,14 @@ def _per_token(rows: list[dict[str, Any]]) -> list[str]:
          f"{marginal:.1f} µs** ({times:.1f}× as much alone; `cpu_us_per_paced_token`"
          f"{_spread(rows, 'cpu_us_per_paced_token', 'µs')}). S2 and S3 send a token every "
          "5 ms, so every token is its own trip: the upstream socket wakes the event loop, "
-         "the llhttp parser (`providers/_stream_client.py`) hands the chunk to the reader, "
-         "then the SSE decoder, the JSON parse, the provider's async generator layers, and "
-         "one socket write in uvicorn, made from the tour's own task "
-         "(`EventSink.relay`: no wake-up of the response task). In a burst (S1, `long`) "
-         "one read carries many tokens and one write sends them all. A bare loopback round "
-         f"trip on the same core took {wakeup:.1f} µs in this run (`machine_wakeup_us`)."),
+         "the llhttp parser (`providers/_stream_client.py`) hands the chunk to its "
+         "callback, which (the fast lane, `providers/_fast_lane.py`) checks it holds "
+         "nothing but whole plain-text events, parses their JSON, and writes the frame "
+         "through uvicorn's `send` and the middleware's wrappers of it to the client's "
+         "socket, all in that callback, with no task woken"
+         f"{_fast_share(rows)}. In a burst (S1, `long`) one read carries many tokens and "
+         "one write sends them all, from the tour's task. A bare loopback round trip on the "
+         f"same core took {wakeup:.1f} µs in this run (`machine_wakeup_us`)."),
     ]
     out += _gap(rows, marginal)
     for s in ("paced", "paced5", "s2"):
