@@ -55,7 +55,11 @@ class FastLane:
                 text = body.decode()
             except UnicodeDecodeError:
                 return False
-            if not text.endswith("\n\n") or "\r" in text:
+            if "\r" in text:  # CRLF line ends, as some servers send them
+                text = text.replace("\r\n", "\n")
+                if "\r" in text:
+                    return False
+            if not text.endswith("\n\n"):
                 return False
             texts = []
             fast_text = self.fast_text

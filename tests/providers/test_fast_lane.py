@@ -94,6 +94,17 @@ async def test_the_tap_takes_plain_deltas_in_stream_order_and_nothing_after_done
     assert end.usage is not None and end.usage.total_tokens == 10
 
 
+async def test_crlf_line_ends_take_the_fast_lane_too() -> None:
+    writes = [w.replace("\n", "\r\n") for w in WRITES]
+    with _server(writes, 0.03) as server:
+        provider = make_provider(_connection(server.url))
+        seen: list[tuple[str, str]] = []
+        await _consume(provider, TextTap(), seen)
+        await provider.aclose()
+    assert seen == [("event", "A "), ("tap", "B "), ("event", "split "), ("tap", "C1 "),
+                    ("tap", "C2 "), ("event", "D "), ("tap", "E "), ("event", "R ")]
+
+
 async def test_a_refusing_tap_loses_nothing() -> None:
     with _server(WRITES, 0.02) as server:
         provider = make_provider(_connection(server.url))
