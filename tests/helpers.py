@@ -73,6 +73,18 @@ class ServerProcess:
         return {"Authorization": f"Bearer {self.token}"}
 
 
+def served_on_sqlite(tmp_path_factory: Any, name: str, token: str) -> Iterator[ServerProcess]:
+    """A module fixture's body: `evacore serve` on a fresh SQLite database in a folder of
+    its own, killed at the end."""
+    data = tmp_path_factory.mktemp(name)
+    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'evacore.db'}",
+                        token).start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
 @contextlib.contextmanager
 def server_pair(data_dir: Path, db_url: str, token: str) -> Iterator[tuple[ServerProcess,
                                                                              ServerProcess]]:

@@ -12,16 +12,10 @@ from tests.fakes.fixtures import (  # noqa: F401 - fixtures are found by name
     openai_fake,
     openai_text_fake,
 )
-from tests.helpers import ServerProcess
+from tests.helpers import ServerProcess, served_on_sqlite
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """`python -m evacore serve` on a fresh SQLite database, for the module's tests."""
-    data = tmp_path_factory.mktemp("served")
-    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'evacore.db'}",
-                        MASTER_TOKEN).start()
-    try:
-        yield srv
-    finally:
-        srv.kill()
+    yield from served_on_sqlite(tmp_path_factory, "served", MASTER_TOKEN)

@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.script import Reply
 from tests.fakes.upstream import FAKE_API_KEY, FakeUpstream
 from tests.generate.helpers import FAST_TIMEOUTS
-from tests.helpers import ServerProcess
+from tests.helpers import ServerProcess, served_on_sqlite
 
 TOKEN = "evc_facade_disconnect_token_0123456789"
 WORDS = " ".join(f"word{i}" for i in range(200))
@@ -24,13 +24,7 @@ WORDS = " ".join(f"word{i}" for i in range(200))
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data = tmp_path_factory.mktemp("facade")
-    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'evacore.db'}",
-                        TOKEN).start()
-    try:
-        yield srv
-    finally:
-        srv.kill()
+    yield from served_on_sqlite(tmp_path_factory, "facade", TOKEN)
 
 
 @pytest.fixture
