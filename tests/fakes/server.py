@@ -131,6 +131,8 @@ class _Conn(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.writable = asyncio.Event()
         self.writable.set()
+        self.reset_by_us = False
+        """The fake dropped the connection itself (a scripted fault), not the client."""
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -180,7 +182,14 @@ class _Conn(asyncio.Protocol):
                 self.server._client_left_mid_answer()
 
     def write(self, data: bytes) -> None:
-        if self.gone.is_set() or self.transport is None or self.transport.is_closing():
+        if self.gone.is_set() or self.transport is None:
+            raise ClientGone()
+        if self.transport.is_closing():
+            # The client reset the connection and the transport is closing, but
+            # `connection_lost` has not run yet: the client left all the same, and the
+            # handler must not stop answering before that is recorded.
+            if not self.reset_by_us:
+                self._left()
             raise ClientGone()
         self.transport.write(data)
         self.server.bytes_written += len(data)
@@ -188,6 +197,7 @@ class _Conn(asyncio.Protocol):
     def reset(self) -> None:
         if self.transport is None:
             return
+        self.reset_by_us = True
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
