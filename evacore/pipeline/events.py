@@ -95,8 +95,6 @@ class EventSink:
     def _written(self, _: object) -> None:
         self._pending = None
         self._writing = False
-        if self._items and self._waiters:
-            self._wake()
 
     async def relay(self, name: str, data: dict[str, Any]) -> bool:
         """Write one event through the channel's writer when it can go now, in order (the

@@ -104,9 +104,8 @@ class HTTPProvider:
     ) -> AsyncIterator[ProviderEvent]:
         conn = self.connection
         headers = self.headers(request, stream=True)
-        lane = None
-        if tap is not None and self.fast_text is not None:
-            lane = FastLane(tap, self.fast_text, dl.token_read)
+        # `stream` passes a tap only to an adapter with a `fast_text`
+        lane = FastLane(tap, self.fast_text, dl.token_read) if tap and self.fast_text else None
         async with (
             open_stream(self._streams, wire, headers, dl, conn,
                         self.endpoint(stream=True)) as response,

@@ -201,7 +201,6 @@ class StreamResponse:
         if self._closed:
             return
         self._closed = True
-        self._conn.tap = None
         self._client._release(self._key, self._conn)
 
 

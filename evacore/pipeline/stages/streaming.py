@@ -60,14 +60,15 @@ class Streaming:
         if tap is not None and (stream_hooks is not None or holding):
             tap = None  # every text goes through the hooks, or is held back
 
-        taken = [0]
+        taken = 0
 
         def take(texts: list[str]) -> bool:
             """The fast lane: texts from the network read, written at once, or refused."""
+            nonlocal taken
             if tour.abort.is_set() or not sink.can_write_now():
                 return False
             parts.extend(texts)
-            taken[0] += len(texts)
+            taken += len(texts)
             sink.write_now([("delta", {"text": text}) for text in texts])
             return True
 
@@ -129,9 +130,9 @@ class Streaming:
         finally:
             if tap is not None:
                 tap.take = None
-            if taken[0]:  # deltas that went out from the network read (diagnostics)
+            if taken:  # deltas that went out from the network read (diagnostics)
                 tour.diagnostics["fast_lane_deltas"] = (
-                    tour.diagnostics.get("fast_lane_deltas", 0) + taken[0])
+                    tour.diagnostics.get("fast_lane_deltas", 0) + taken)
         if stream_hooks is not None:
             from evacore.plugins.host import note_records
 
