@@ -60,7 +60,7 @@ def serve(
         # share the database, and any of them answers any request.
         uvicorn.run("evacore.server.app:create_app", factory=True, workers=workers, **options)
         return
-    uvicorn.run(create_app(settings), **options)
+    uvicorn.run(create_app(settings, serving=True), **options)
 
 
 @db_app.command("upgrade")
