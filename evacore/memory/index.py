@@ -26,6 +26,7 @@ from evacore.memory.schema import (
     scope_key,
     text_hash,
 )
+from evacore.store import direct
 from evacore.store.tables import Message, Variant
 
 
@@ -145,7 +146,7 @@ def _recent_statement(newest: int) -> Select[Any]:
 async def index_recent(s: AsyncSession, chat_id: str, newest: int = 4, **chunking: int) -> int:
     """Index the newest messages of a chat (a tour's input and answer, a new variant):
     one query reads them with what the index holds of each."""
-    rows = (await s.execute(_recent_statement(newest), {"p_chat_id": chat_id})).all()
+    rows = await direct.execute(s, _recent_statement(newest), {"p_chat_id": chat_id})
     stored = {r[0]: r[9] for r in rows if r[9] is not None}
     messages = [IndexedMessage(id=id_, position=position, role=role, name=name,
                                content=(variant_text if active else content) or "",

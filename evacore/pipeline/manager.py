@@ -131,13 +131,12 @@ class TourManager:
         broker = self.core.client_ops
         while self.running:
             await asyncio.sleep(ABORT_POLL_SECONDS)
-            ids = list(self.running)
-            if not ids:
+            if not self.running:
                 break
             try:
                 waiting = broker.waiting()
                 async with self.core.session() as s:
-                    flagged = await tour_store.abort_requested(s, ids)
+                    flagged = await tour_store.aborts_requested_here(s, self.core.instance_id)
                     answers = await tour_store.take_answers(s, waiting)
                 for tour_id in flagged:
                     self.abort_local(tour_id, "aborted")

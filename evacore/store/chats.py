@@ -17,6 +17,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from evacore.domain.ids import new_id, utcnow
 from evacore.errors import NotFound
 from evacore.redact import redact_json
+from evacore.store import direct
 from evacore.store.tables import Character, Chat, Connection, Message, Persona, Variant
 
 
@@ -208,7 +209,7 @@ async def history_newest_first(
     params: dict[str, Any] = {"p_chat_id": chat_id}
     if before is not None:
         params["p_before"] = before
-    rows = (await session.execute(_history_statement(before is not None, limit), params)).all()
+    rows = await direct.execute(session, _history_statement(before is not None, limit), params)
     out = []
     for (id_, position, role, name, content, images, hidden, created_at, extra,
          variant_id, variant_content, variant_steps, variant_status) in rows:

@@ -3,13 +3,14 @@ thread, inside the caller's session and transaction, without SQLAlchemy's execut
 
 A statement through `AsyncSession.execute` costs about 160 µs of CPU here, of which the
 driver's own trip is 70: the rest is the ORM's execute, the greenlet hop and the result
-wrapping, paid on every one of a tour's writes. The statement is compiled once per set of
-parameter names; its parameters pass SQLAlchemy's own bind processors (JSON, dates,
-booleans), so what is stored is what `session.execute` would store.
+wrapping, paid on every one of a tour's writes and hot reads. The statement is compiled
+once per set of parameter names; its parameters pass SQLAlchemy's own bind processors
+(JSON, dates, booleans), so what is stored is what `session.execute` would store, and the
+columns it returns pass the columns' own result processors (as SQLite describes no column
+types, SQLAlchemy asks them with none either), so what is read is what it would read.
 
 Must not: skip what a statement's own execution would add. A statement with Python-side
-column defaults or returned columns that need type processing, a write to a table the
-recall memory watches (its invalidation hooks `session.execute`), a connection with
+column defaults, a write to a table the recall memory watches (its invalidation hooks `session.execute`), a connection with
 statement listeners or echo, and every other database go through `session.execute`
 unchanged. Driver errors come out as SQLAlchemy's own exception classes.
 """
@@ -28,9 +29,11 @@ from sqlalchemy.sql import ClauseElement
 from evacore.store import recall
 from evacore.store.sqlite_driver import OneTripConnection
 
-_Prepared = tuple[str, tuple[tuple[str | None, Any, Callable[[Any], Any] | None], ...]]
-"""SQL, and for each positional parameter in order: the caller's name for it (None for a
-value the statement holds, such as a literal in its WHERE), that value, its processor."""
+_Process = Callable[[Any], Any] | None
+_Prepared = tuple[str, tuple[tuple[str | None, Any, _Process], ...], tuple[_Process, ...] | None]
+"""SQL; for each positional parameter in order: the caller's name for it (None for a value
+the statement holds, such as a literal in its WHERE), that value, its processor; and the
+result processor of each returned column, None when no column has one."""
 _PREPARED: dict[tuple[int, tuple[str, ...]], tuple[ClauseElement, _Prepared | None]] = {}
 _ERRORS = ((sqlite3.IntegrityError, exc.IntegrityError),
            (sqlite3.OperationalError, exc.OperationalError),
@@ -42,16 +45,18 @@ def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _P
         return None  # recall.py forgets what such a write changes, seen through execute
     try:
         compiled: Any = stmt.compile(dialect=dialect, column_keys=list(keys))
+        if compiled.post_compile_params or compiled.literal_execute_params:
+            return None  # an expanding IN (or a literal) is rendered per execution
         if compiled.positiontup is None or compiled.insert_prefetch or compiled.update_prefetch:
             return None  # the execution context would compute Python-side defaults
-        if any(entry[3] is not None and entry[3].result_processor(dialect, None) is not None
-               for entry in compiled._result_columns):
-            return None  # a returned column needs its type's processing
+        columns = tuple(None if (kind := entry[3]) is None
+                        else kind._cached_result_processor(dialect, None)
+                        for entry in compiled._result_columns)
         processors = compiled._bind_processors
         return compiled.string, tuple(
             (name, None, processors.get(name)) if name in keys
             else (None, compiled.binds[name].effective_value, processors.get(name))
-            for name in compiled.positiontup)
+            for name in compiled.positiontup), (columns if any(columns) else None)
     except AttributeError:  # a SQLAlchemy whose compiled form reads otherwise: not direct
         return None
 
@@ -80,18 +85,23 @@ def _value(params: dict[str, Any], name: str | None, held: Any,
 async def execute(session: AsyncSession, stmt: ClauseElement,
                   params: dict[str, Any]) -> Sequence[Sequence[Any]]:
     """Run `stmt` (built once, at import) with `params` in the session's transaction; the
-    rows it returns (`RETURNING`) as tuples, none for a plain write."""
+    rows it returns (a `SELECT`'s, a `RETURNING`'s) as tuples, none for a plain write."""
     if session.bind is not None and session.bind.dialect.name == "sqlite":
         connection = await session.connection()
         driver = _direct_driver(connection.sync_connection)  # type: ignore[arg-type]
         prepared = _prepared(stmt, tuple(params), connection.dialect) if driver else None
         if driver is not None and prepared is not None:
-            sql, slots = prepared
+            sql, slots, columns = prepared
             args = tuple(_value(params, name, held, process) for name, held, process in slots)
             try:
-                return await driver.run(sql, args)
+                rows = await driver.run(sql, args)
             except sqlite3.DatabaseError as e:
                 ours = next(mine for theirs, mine in _ERRORS if isinstance(e, theirs))
                 raise ours(sql, args, e) from e
+            if columns is None:
+                return rows
+            return [tuple(value if process is None else process(value)
+                          for process, value in zip(columns, row, strict=True))
+                    for row in rows]
     result = await session.execute(stmt, params)
     return result.all() if result.returns_rows else ()

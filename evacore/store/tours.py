@@ -74,14 +74,18 @@ async def request_abort(session: AsyncSession, tour_id: str) -> TourRow:
     return row
 
 
-async def abort_requested(session: AsyncSession, tour_ids: list[str]) -> list[str]:
-    """Which of these tours someone asked to abort (one query for all)."""
-    if not tour_ids:
-        return []
-    rows = await session.scalars(
-        select(TourRow.id).where(TourRow.id.in_(tour_ids), TourRow.abort_requested.is_(True))
-    )
-    return list(rows.all())
+_ABORTS_HERE = (select(TourRow.__table__.c.id)
+                .where(TourRow.__table__.c.instance_id == bindparam("p_instance_id"),
+                       TourRow.__table__.c.status == "running",
+                       TourRow.__table__.c.abort_requested.is_(True)))
+
+
+async def aborts_requested_here(session: AsyncSession, instance_id: str) -> list[str]:
+    """The tours running on this instance that someone asked to abort: one pre-built
+    statement on the instance's running tours (an index), read twice a second while
+    tours run."""
+    return [row[0] for row in await direct.execute(session, _ABORTS_HERE,
+                                                   {"p_instance_id": instance_id})]
 
 
 async def relay_answer(session: AsyncSession, tour_id: str, call_id: str, content: str,

@@ -70,6 +70,31 @@ async def test_an_update_returns_its_rows_and_honours_literals_in_its_where(core
     assert (status, diagnostics, abort_requested) == ("complete", {"k": [True]}, True)
 
 
+_READ = (select(_tours.c.id, _tours.c.env, _tours.c.diagnostics, _tours.c.abort_requested,
+                _tours.c.created_at, _tours.c.finished_at, _tours.c.user_id)
+         .where(_tours.c.chat_id == bindparam("p_chat"), _tours.c.status == "running")
+         .order_by(_tours.c.id).limit(5))
+
+
+async def test_a_direct_select_reads_what_session_execute_reads(core: Core) -> None:
+    """JSON, booleans, dates and NULLs come back as the columns' own types, the same values
+    SQLAlchemy's execution gives, whichever path the backend takes."""
+    chat_id = await _chat(core)
+    async with core.session() as s:
+        for tour_id in ("t-r1", "t-r2"):
+            await direct.execute(s, _INSERT, _tour(chat_id, tour_id))
+    async with core.session() as s:
+        read = [tuple(r) for r in await direct.execute(s, _READ, {"p_chat": chat_id})]
+        through_orm = [tuple(r) for r in (await s.execute(_READ, {"p_chat": chat_id})).all()]
+    assert read == through_orm and len(read) == 2
+    tour_id, env, diagnostics, abort_requested, created_at, finished_at, user_id = read[0]
+    assert (tour_id, env, diagnostics) == ("t-r1", {"é": [1, 2.5, None], "nested": {"a": "ü"}},
+                                           {})
+    assert abort_requested is False and finished_at is None and user_id is None
+    assert isinstance(created_at, datetime)
+    assert created_at.replace(tzinfo=None) == datetime(2026, 12, 1, 12, 30, 45, 123456)
+
+
 async def test_a_failed_statement_is_an_integrity_error_and_rolls_back(core: Core) -> None:
     with pytest.raises(IntegrityError):
         async with core.session() as s:
