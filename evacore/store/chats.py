@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Select, bindparam, delete, func, select, update
@@ -52,29 +53,56 @@ async def get_chat(session: AsyncSession, chat_id: str, *, lock: bool = False) -
     return chat
 
 
+_PARTS = (Chat, Connection, Character, Persona)
+_NOT_READ = frozenset({"characters.image"})
+"""Columns a tour never reads: a character's picture (it can be megabytes)."""
+
+
+def _part_attrs(model: type[Any]) -> list[Any]:
+    return [attr for attr in model.__mapper__.column_attrs
+            if f"{attr.columns[0].table.name}.{attr.columns[0].name}" not in _NOT_READ]
+
+
+@cache
+def _part_keys() -> tuple[tuple[str, ...], ...]:
+    """Each part's attribute names, in the order of its columns in `_parts_statement`."""
+    return tuple(tuple(attr.key for attr in _part_attrs(model)) for model in _PARTS)
+
+
 @cache
 def _parts_statement(lock: bool) -> Select[Any]:
-    """Built once: a tour's start costs no statement construction."""
+    """Built once: a tour's start costs no statement construction. Plain columns, not
+    entities: the read takes the direct path and builds no ORM objects."""
+    columns = [attr.columns[0] for model in _PARTS for attr in _part_attrs(model)]
     stmt = (
-        select(Chat, Connection, Character, Persona)
-        .outerjoin(Connection, Connection.id == Chat.connection_id)
-        .outerjoin(Character, Character.id == Chat.character_id)
-        .outerjoin(Persona, Persona.id == Chat.persona_id)
-        .where(Chat.id == bindparam("p_chat_id"))
+        select(*columns)
+        .select_from(Chat.__table__
+                     .outerjoin(Connection.__table__, Connection.id == Chat.connection_id)
+                     .outerjoin(Character.__table__, Character.id == Chat.character_id)
+                     .outerjoin(Persona.__table__, Persona.id == Chat.persona_id))
+        .where(Chat.__table__.c.id == bindparam("p_chat_id"))
     )
-    return stmt.with_for_update(of=Chat) if lock else stmt
+    return stmt.with_for_update(of=Chat.__table__) if lock else stmt
 
 
 async def chat_with_parts(
     session: AsyncSession, chat_id: str, *, lock: bool = False
-) -> tuple[Chat, Connection | None, Character | None, Persona | None]:
-    """The chat with its connection, character and persona, in one query (a tour's start);
-    `lock`: the chat's row is locked on PostgreSQL (`FOR UPDATE`)."""
+) -> tuple[Any, Any | None, Any | None, Any | None]:
+    """The chat with its connection, character and persona, in one query (a tour's start),
+    as read-only records with the tables' attribute names (not ORM objects: nothing here is
+    written back through them); `lock`: the chat's row is locked on PostgreSQL
+    (`FOR UPDATE`)."""
     lock = lock and session.bind is not None and session.bind.dialect.name == "postgresql"
-    row = (await session.execute(_parts_statement(lock), {"p_chat_id": chat_id})).first()
-    if row is None:
+    rows = await direct.execute(session, _parts_statement(lock), {"p_chat_id": chat_id})
+    if not rows:
         raise NotFound(f"chat {chat_id} not found")
-    return row[0], row[1], row[2], row[3]
+    row, at, parts = tuple(rows[0]), 0, []
+    for keys in _part_keys():
+        values = row[at:at + len(keys)]
+        at += len(keys)
+        # an outer-joined part that is missing reads as NULLs, its id included
+        parts.append(None if values[0] is None else SimpleNamespace(**dict(zip(keys, values))))
+    return parts[0], parts[1], parts[2], parts[3]
 
 
 async def add_message(
