@@ -60,12 +60,16 @@ def _per_tour(rows: list[dict[str, Any]]) -> list[str]:
          "part is the tour around the tokens: the SQL statements of stage 1 (the chat with "
          "its connection, character and persona, the user's message, the tour row), stage 2 "
          "(the history) and stage 14 (the answer's message and variant, the retrieval "
-         "index, the tour row), each through SQLAlchemy; on SQLite a transaction's first "
-         "write and its commit also hop to aiosqlite's thread (reads and the later writes "
-         "run on the loop's thread, `evacore/store/sqlite_driver.py`); the "
-         "JSON of the tour's diagnostics; the upstream request; FastAPI's request handling "
-         "and its middleware. Settings, linked lorebooks, memory blocks and document presence "
-         "come from `evacore/store/recall.py` instead of more queries."),
+         "index, the tour row), the hot ones pre-built and run straight on the driver "
+         "(`evacore/store/direct.py`), the rest through SQLAlchemy's ORM, each stage in a "
+         "session of its own; on SQLite a transaction's first write and its commit also hop "
+         "to aiosqlite's thread (reads and the later writes run on the loop's thread, "
+         "`evacore/store/sqlite_driver.py`); turning the history's rows (up to 200 "
+         "messages) into prompt elements, counting and fitting them; the JSON of the tour's "
+         "diagnostics; the upstream request; FastAPI's request handling and its middleware. "
+         "Settings, linked lorebooks, memory blocks and document presence come from "
+         "`evacore/store/recall.py` instead of more queries, and `evacore serve` keeps its "
+         "start-up heap out of the garbage collector's full passes (`gc.freeze`)."),
     ]
 
 
@@ -137,7 +141,12 @@ def _gap(rows: list[dict[str, Any]], marginal: float) -> list[str]:
         f"{far:.0f} µs at 5 ms (`cpu_us_per_paced5_token`"
         f"{_spread(rows, 'cpu_us_per_paced5_token', 'µs')}); through the bare relay "
         f"{floor_near:.0f} and {floor_far:.0f} µs; in a burst {marginal:.1f} µs. The code run "
-        "per token is the same at both gaps; the wake-ups per token at 5 ms were "
+        "per token is the same at both gaps, but a running tour also has work per second: "
+        "twice a second the instance asks the database whether another instance was asked "
+        "to abort one of its tours, and, while it trusts recently checked tokens, reads the "
+        "auth epoch (`pipeline/manager.py`, `store/token_cache.py`, one pre-built statement "
+        "each), so a token 5 ms after the last carries two and a half times the share of "
+        "that work a token 2 ms after it does. The wake-ups per token at 5 ms were "
         f"{woken:.2f} for generate and {floor_woken:.2f} for the bare relay "
         "(`wakeups_per_paced5_token`, `paced5_floor_wakeups_per_token`). What grows with the "
         "gap is the price of running that code cold: after a gap the caches and translation "
