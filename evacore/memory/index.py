@@ -87,6 +87,12 @@ def _indexed(m: Message, variant_text: str | None) -> IndexedMessage:
                           hidden=bool(m.hidden), created_at=m.created_at)
 
 
+_INSERT_CHUNK = insert(chunks)
+_ONE_BY_ONE = 8
+"""Up to this many chunk rows are inserted one statement each on the direct path; more (a
+backfill, a document) go as one `executemany`."""
+
+
 async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMessage], *,
                          chunk_chars: int = 1200, overlap: int = 200,
                          stored: dict[str, str] | None = None) -> int:
@@ -122,8 +128,11 @@ async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMe
             ))
     if stale:
         await s.execute(delete(chunks).where(chunks.c.message_id.in_(stale)))
-    if rows:
-        await s.execute(insert(chunks), rows)
+    if len(rows) > _ONE_BY_ONE:
+        await s.execute(_INSERT_CHUNK, rows)
+    else:  # a tour's save: a row or two, each a pre-built statement on the driver
+        for row in rows:
+            await direct.execute(s, _INSERT_CHUNK, row)
     return changed
 
 

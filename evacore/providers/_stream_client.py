@@ -81,16 +81,20 @@ class _Conn(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if not self.complete and self.error is None:
-            if self.head.done() and not self.parser.should_keep_alive() and exc is None:
-                # a body delimited by the end of the connection
-                try:
-                    self.parser.feed_eof()
-                except httptools.HttpParserError:
-                    pass
-            if not self.complete:
+            if exc is None and self.head.done() and self._ends_with_connection():
+                # a body delimited by the end of the connection: that end completes it
+                # (httptools has no call that tells its parser so)
+                self.keep_alive = False
+                self.complete = True
+            else:
                 self._fail("the upstream closed the connection"
                            + (f": {exc}" if exc else ""))
         self._wake()
+
+    def _ends_with_connection(self) -> bool:
+        """The response's body has neither a length nor chunks: it runs to the close."""
+        names = {name.lower() for name, _ in self.raw_headers}
+        return b"content-length" not in names and b"transfer-encoding" not in names
 
     # --- httptools callbacks --------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:

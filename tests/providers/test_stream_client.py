@@ -222,6 +222,18 @@ async def test_r2_11_https_upstreams_are_verified_and_kept_alive() -> None:
     assert "certificate" in str(caught.value).lower()
 
 
+async def test_r2_11_the_close_ends_a_body_without_length_even_with_no_done_event() -> None:
+    """No `[DONE]` and neither a length nor chunks: the connection's end is the body's end,
+    read at once (not an error, and no wait for the idle timeout)."""
+    body = SSE.removesuffix(b"data: [DONE]\n\n")
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+              + body)
+    async with (raw_server(lambda: answer, close_after=True) as (url, _),
+                _provider(_connection(url)) as provider):
+        events = await asyncio.wait_for(events_of(provider, chat_request()), 5)
+    assert text_of(events) == "Hi there."
+
+
 async def test_r2_11_a_body_that_ends_with_the_connection_is_read_whole() -> None:
     answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
               + SSE)
