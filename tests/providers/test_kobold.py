@@ -13,7 +13,7 @@ from tests.fakes.upstream import FakeUpstream
 from tests.providers.helpers import deltas, events_of, finish, text_request
 
 
-async def wait_for(predicate, timeout: float = 1.0) -> bool:  # type: ignore[no-untyped-def]
+async def wait_for(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
