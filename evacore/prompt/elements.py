@@ -65,13 +65,16 @@ class Element:
         return {
             "id": self.id,
             "role": self.role,
-            "content": copy.deepcopy(self.content),
+            # text is immutable: only parts (a list of dicts) need a copy of their own
+            "content": self.content if isinstance(self.content, str)
+            else copy.deepcopy(self.content),
             "protected": self.protected,
             "source": self.source,
             "kind": self.kind,
             "tokens": self.tokens,
             "name": self.name,
-            "tool_calls": copy.deepcopy(self.tool_calls),
+            "tool_calls": copy.deepcopy(self.tool_calls) if self.tool_calls
+            else (None if self.tool_calls is None else []),
             "tool_call_id": self.tool_call_id,
         }
 
