@@ -25,15 +25,17 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.types import TypeDecorator
 
 from evacore.store import recall
 from evacore.store.sqlite_driver import OneTripConnection
 
-_Process = Callable[[Any], Any] | None
-_Prepared = tuple[str, tuple[tuple[str | None, Any, _Process], ...], tuple[_Process, ...] | None]
+_Process = Callable[[Any], Any]
+_Prepared = tuple[str, tuple[tuple[str | None, Any, _Process | None], ...],
+                  tuple[tuple[int, _Process], ...]]
 """SQL; for each positional parameter in order: the caller's name for it (None for a value
 the statement holds, such as a literal in its WHERE), that value, its processor; and the
-result processor of each returned column, None when no column has one."""
+returned columns that have a result processor, by position, with it."""
 _PREPARED: dict[tuple[int, tuple[str, ...]], tuple[ClauseElement, _Prepared | None]] = {}
 _ERRORS = ((sqlite3.IntegrityError, exc.IntegrityError),
            (sqlite3.OperationalError, exc.OperationalError),
@@ -49,14 +51,16 @@ def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _P
             return None  # an expanding IN (or a literal) is rendered per execution
         if compiled.positiontup is None or compiled.insert_prefetch or compiled.update_prefetch:
             return None  # the execution context would compute Python-side defaults
-        columns = tuple(None if (kind := entry[3]) is None
-                        else kind._cached_result_processor(dialect, None)
-                        for entry in compiled._result_columns)
+        if any(isinstance(entry[3], TypeDecorator) for entry in compiled._result_columns):
+            return None  # its own reading may turn a NULL into something: not direct
+        columns = tuple((i, process) for i, entry in enumerate(compiled._result_columns)
+                        if entry[3] is not None
+                        and (process := entry[3]._cached_result_processor(dialect, None)))
         processors = compiled._bind_processors
         return compiled.string, tuple(
             (name, None, processors.get(name)) if name in keys
             else (None, compiled.binds[name].effective_value, processors.get(name))
-            for name in compiled.positiontup), (columns if any(columns) else None)
+            for name in compiled.positiontup), columns
     except AttributeError:  # a SQLAlchemy whose compiled form reads otherwise: not direct
         return None
 
@@ -82,6 +86,17 @@ def _value(params: dict[str, Any], name: str | None, held: Any,
     return value if process is None else process(value)
 
 
+def _read(row: Sequence[Any], columns: tuple[tuple[int, _Process], ...]) -> tuple[Any, ...]:
+    """A row with its columns' result processors applied (a NULL stays NULL, as every
+    built-in type reads it)."""
+    values = list(row)
+    for i, process in columns:
+        value = values[i]
+        if value is not None:
+            values[i] = process(value)
+    return tuple(values)
+
+
 async def execute(session: AsyncSession, stmt: ClauseElement,
                   params: dict[str, Any]) -> Sequence[Sequence[Any]]:
     """Run `stmt` (built once, at import) with `params` in the session's transaction; the
@@ -98,10 +113,8 @@ async def execute(session: AsyncSession, stmt: ClauseElement,
             except sqlite3.DatabaseError as e:
                 ours = next(mine for theirs, mine in _ERRORS if isinstance(e, theirs))
                 raise ours(sql, args, e) from e
-            if columns is None:
+            if not columns:
                 return rows
-            return [tuple(value if process is None else process(value)
-                          for process, value in zip(columns, row, strict=True))
-                    for row in rows]
+            return [_read(row, columns) for row in rows]
     result = await session.execute(stmt, params)
     return result.all() if result.returns_rows else ()
