@@ -1,0 +1,107 @@
+"""What a tour costs as its chat grows: evacore's CPU for a one-token tour on a fresh chat and
+on a chat of several hundred stored messages, side by side in one run against the same fast
+fake upstream (every tour reads as much history as the context could hold, and builds,
+counts and fits it into the prompt).
+
+Must not: bind anything but loopback or download anything; the server runs on a fresh SQLite
+data folder that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _relay_procs as procs
+
+TOKEN = "bench-master-token-0123456789abcdef"
+CONTEXT_SIZE = 16384
+"""A common context size: with short messages, a long chat's whole history fits it."""
+LONG_CHAT_TOURS, QUICK_LONG_CHAT_TOURS = 150, 15
+"""Tours that fill the long chat (two stored messages each)."""
+ROUNDS, QUICK_ROUNDS = 8, 2
+"""Measured rounds; each is one tour on the fresh chat and one on the long chat."""
+MESSAGE = "Hello there, how are you today? Tell me about your morning."
+
+
+def _row(metric: str, value: float | None, unit: str, note: str) -> dict[str, Any]:
+    return {"metric": metric, "value": value, "unit": unit, "target": None, "met": None,
+            "note": note}
+
+
+class _Chats:
+    def __init__(self, url: str, upstream: str) -> None:
+        self.http = httpx.Client(base_url=url + "/v1", timeout=60,
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+        r = self.http.post("/connections", json={
+            "name": "bench-chat-length", "kind": "openai-chat", "base_url": upstream,
+            "model": "bench-model", "max_tokens": 2, "context_size": CONTEXT_SIZE})
+        r.raise_for_status()
+        self.connection = str(r.json()["id"])
+
+    def new(self) -> str:
+        r = self.http.post("/chats", json={"connection_id": self.connection, "title": "bench"})
+        r.raise_for_status()
+        return str(r.json()["id"])
+
+    def tour(self, chat_id: str) -> None:
+        r = self.http.post(f"/chats/{chat_id}/generate",
+                           json={"message": {"content": MESSAGE}, "stream": True})
+        r.raise_for_status()
+
+    def messages(self, chat_id: str) -> int:
+        r = self.http.get(f"/chats/{chat_id}/messages", params={"limit": 1000})
+        r.raise_for_status()
+        return len(r.json()["messages"])
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Fill one chat, then alternate one-token tours on a fresh chat and on the filled one,
+    reading evacore's CPU (scheduler nanoseconds, all threads) around each tour."""
+    fill = QUICK_LONG_CHAT_TOURS if quick else LONG_CHAT_TOURS
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    server_prefix, load_prefix, _ = procs.pinning()
+    with tempfile.TemporaryDirectory(prefix="evacore-bench-chat-length-") as tmp:
+        folder = Path(tmp)
+        up, upstream = procs.upstream(load_prefix, folder, 1, 0)
+        server, url = procs.server(server_prefix, folder, TOKEN)
+        try:
+            chats = _Chats(url, upstream)
+            fresh, long_ = chats.new(), chats.new()
+            for _ in range(fill):
+                chats.tour(long_)
+            chats.tour(fresh)  # both chats have been answered once before the rounds
+            costs: dict[str, list[float]] = {"fresh": [], "long": []}
+            for _ in range(rounds):
+                for name, chat in (("fresh", fresh), ("long", long_)):
+                    before = procs.cpu_ns(server.pid)
+                    chats.tour(chat)
+                    costs[name].append((procs.cpu_ns(server.pid) - before) / 1e6)
+            stored = chats.messages(long_)
+            chats.http.close()
+        except Exception as exc:
+            raise RuntimeError(f"chat length bench failed: {exc}\n{server.tail()}") from exc
+        finally:
+            server.stop()
+            up.stop()
+    fresh_ms, long_ms = statistics.median(costs["fresh"]), statistics.median(costs["long"])
+    how = (f"median of {rounds} one-token tours, alternating with the other chat; evacore's "
+           f"CPU, all threads; context size {CONTEXT_SIZE}")
+    return [
+        _row("tour_cpu_ms_fresh_chat", round(fresh_ms, 2), "ms",
+             f"a chat with at most {2 * (rounds + 1)} messages; {how}"),
+        _row("tour_cpu_ms_long_chat", round(long_ms, 2), "ms",
+             f"a chat of {stored} stored messages at the end; {how}"),
+        _row("long_over_fresh_chat", round(long_ms / fresh_ms, 2) if fresh_ms else None, "x",
+             "the long chat's tour over the fresh chat's, same run"),
+        _row("tour_cpu_us_per_stored_message",
+             round((long_ms - fresh_ms) * 1000 / max(1, stored - 2 * rounds), 1), "µs",
+             "(long chat's tour - fresh chat's tour) / the messages the long chat holds more"),
+    ]
