@@ -73,8 +73,7 @@ class Element:
             "kind": self.kind,
             "tokens": self.tokens,
             "name": self.name,
-            "tool_calls": copy.deepcopy(self.tool_calls) if self.tool_calls
-            else (None if self.tool_calls is None else []),
+            "tool_calls": None if self.tool_calls is None else copy.deepcopy(self.tool_calls),
             "tool_call_id": self.tool_call_id,
         }
 

@@ -10,7 +10,8 @@ columns it returns pass the columns' own result processors (as SQLite describes 
 types, SQLAlchemy asks them with none either), so what is read is what it would read.
 
 Must not: skip what a statement's own execution would add. A statement with Python-side
-column defaults, a write to a table the recall memory watches (its invalidation hooks `session.execute`), a connection with
+column defaults, an expanding IN or a returned column of a TypeDecorator, a write to a table
+the recall memory watches (its invalidation hooks `session.execute`), a connection with
 statement listeners or echo, and every other database go through `session.execute`
 unchanged. Driver errors come out as SQLAlchemy's own exception classes.
 """
