@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from evacore.errors import Aborted, EvacoreError
 from evacore.logs import bind_tour, get_logger
 from evacore.pipeline import metrics
+from evacore.pipeline.reads import end_reads
 from evacore.pipeline.stages.base import run_stage
 from evacore.pipeline.stages.character import Character
 from evacore.pipeline.stages.context_shift import ContextShift
@@ -45,6 +46,9 @@ ASSEMBLE: tuple[Stage, ...] = (
 STEP: tuple[Stage, ...] = (Serialize(), Request(), Streaming())
 FINISH: tuple[Stage, ...] = (PostProcess(), Save())
 STAGES: tuple[Stage, ...] = ASSEMBLE + STEP + FINISH
+LAST_READER = ASSEMBLE[4]
+"""Memory, the last stage reading through the tour's shared read session (reads.py): it is
+ended there, before the stages that may wait on plugins."""
 
 
 async def run_tour(core: Core, tour: Tour,
@@ -69,9 +73,14 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
             await run_stage(core, tour, ASSEMBLE[0])
             started = True
             tour.diagnostics["env"] = dict(tour.env)  # as stage 1 completed it (`picture`)
-            for stage in ASSEMBLE[1:]:
-                _check_abort(tour)
-                await run_stage(core, tour, stage)
+            try:
+                for stage in ASSEMBLE[1:]:
+                    _check_abort(tour)
+                    await run_stage(core, tour, stage)
+                    if stage is LAST_READER:
+                        await end_reads(tour)
+            finally:
+                await end_reads(tour)
             await run_steps(core, tour, STEP)
             for stage in FINISH:
                 await run_stage(core, tour, stage)

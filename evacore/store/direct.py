@@ -98,14 +98,34 @@ def _read(row: Sequence[Any], columns: tuple[tuple[int, _Process], ...]) -> tupl
     return tuple(values)
 
 
+_CONNECTION = "evacore.direct.connection"
+"""The `session.info` key of the transaction this session's last direct statement ran in
+and its connection: the next statement of the same transaction takes the connection from
+there instead of asking the session again (its `connection()` is a greenlet hop)."""
+
+
+async def _sqlite_connection(session: AsyncSession) -> Connection | None:
+    """The connection of the session's transaction when its database is SQLite, else None."""
+    held = session.info.get(_CONNECTION)
+    if held is not None:
+        transaction, sync = held
+        if transaction is session.sync_session.get_transaction() and transaction.is_active:
+            return sync  # type: ignore[no-any-return]
+    if session.bind is None or session.bind.dialect.name != "sqlite":
+        return None
+    sync = (await session.connection()).sync_connection
+    session.info[_CONNECTION] = (session.sync_session.get_transaction(), sync)
+    return sync
+
+
 async def execute(session: AsyncSession, stmt: ClauseElement,
                   params: dict[str, Any]) -> Sequence[Sequence[Any]]:
     """Run `stmt` (built once, at import) with `params` in the session's transaction; the
     rows it returns (a `SELECT`'s, a `RETURNING`'s) as tuples, none for a plain write."""
-    if session.bind is not None and session.bind.dialect.name == "sqlite":
-        connection = await session.connection()
-        driver = _direct_driver(connection.sync_connection)  # type: ignore[arg-type]
-        prepared = _prepared(stmt, tuple(params), connection.dialect) if driver else None
+    sync = await _sqlite_connection(session)
+    if sync is not None:
+        driver = _direct_driver(sync)
+        prepared = _prepared(stmt, tuple(params), sync.dialect) if driver else None
         if driver is not None and prepared is not None:
             sql, slots, columns = prepared
             args = tuple(_value(params, name, held, process) for name, held, process in slots)

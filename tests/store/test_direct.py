@@ -159,3 +159,22 @@ async def test_sqlite_takes_one_driver_trip_unless_someone_listens(
         event.remove(core.engine.sync_engine, "before_cursor_execute", note)
     assert len(trips) == 1 and [q for q in seen if q.startswith("INSERT INTO tours")]
     assert (await _stored(core, "t-b"))[0] == chat_id
+
+
+async def test_a_session_that_commits_midway_writes_each_part_in_its_own_transaction(
+    core: Core
+) -> None:
+    """The connection a direct statement reuses is its transaction's: after a commit or a
+    rollback the next statement runs in the session's next transaction, never in the ended
+    one (a rolled-back write stays gone, a committed one stays)."""
+    chat_id = await _chat(core)
+    async with core.sessions() as s:
+        await direct.execute(s, _INSERT, _tour(chat_id, "t-kept"))
+        await s.commit()
+        await direct.execute(s, _INSERT, _tour(chat_id, "t-dropped"))
+        await s.rollback()
+        await direct.execute(s, _INSERT, _tour(chat_id, "t-after"))
+        await s.commit()
+    async with core.session() as s:
+        ids = set((await s.scalars(select(TourRow.id).where(TourRow.chat_id == chat_id))).all())
+    assert ids == {"t-kept", "t-after"}

@@ -18,6 +18,7 @@ from evacore.logs import get_logger
 from evacore.lore import CharacterInfo, Position, ScanMessage, TimedState, place, scan
 from evacore.lore.records import Activation
 from evacore.pipeline.chat_shape import KEY_LORE, example_elements, insert_injection, setting
+from evacore.pipeline.reads import reads
 from evacore.pipeline.stages.character import (
     DEFAULT_ORDER,
     IMPERSONATE_PROMPT,
@@ -68,7 +69,7 @@ class Lorebook:
     async def _run(self, core: Core, tour: Tour, diag: dict[str, Any]) -> None:
         chat = tour.data["chat"]
         leave_out = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate") else None
-        async with core.session() as s:
+        async with reads(core, tour) as s:
             books = await core.lore.books_for(
                 s, chat_id=tour.chat_id, character_id=tour.data.get("character_id"),
                 persona_id=tour.data["persona"].get("id"),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from evacore.domain.ids import utcnow
 from evacore.errors import EvacoreError
 from evacore.macros import MacroEnv
+from evacore.pipeline.reads import reads
 from evacore.pipeline.stages.character import (
     TEXT_KINDS,
     character_note,
@@ -35,7 +36,7 @@ class Macros:
         # a message being swiped or regenerated is not part of the chat macros read
         leaving = tour.data.get("target_message_id") if tour.mode in ("swipe", "regenerate") \
             else None
-        async with core.session() as s:
+        async with reads(core, tour) as s:
             batch = await chat_store.history_newest_first(s, tour.chat_id, limit=HISTORY_BATCH)
             global_vars = dict((await get_setting(s, "global_variables")) or {})
             shown = [m for m in batch if not m.hidden]

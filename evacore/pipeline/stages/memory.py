@@ -20,6 +20,7 @@ from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
 from evacore.memory.ranking import Candidate, pack
 from evacore.memory.retrieve import Query, search
 from evacore.memory.schema import chunks
+from evacore.pipeline.reads import end_reads, reads
 from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text
 from evacore.prompt.elements import Element
 from evacore.store.recall import recall
@@ -47,7 +48,7 @@ class Memory:
             return
         chat = tour.data["chat"]
         scopes = ChatScopes(tour.chat_id, chat.get("character_id"), chat.get("user_id"))
-        async with core.session() as s:
+        async with reads(core, tour) as s:
             blocks = await recall(s, "memory_blocks", tuple(scopes.pairs()),
                                   lambda: blocks_for_chat(s, scopes))
             instance = await get_setting(s, INSTANCE_KEY)
@@ -167,14 +168,18 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     state = chat.setdefault("state", {}).setdefault("retrieval", {})
     every_message_kept = bool(tour.data.get("history_reached_start")) and all(
         el.source.removeprefix("history:") in exclude for el in messages if el.kind == "history")
-    async with core.session() as s:
-        if every_message_kept and not await _any_documents(s, tour, opts):
+    if every_message_kept:
+        async with reads(core, tour) as s:
+            documents = await _any_documents(s, tour, opts)
+        if not documents:
             # Nothing has left the window and there is no document to search: no work to do.
             kept = sum(1 for el in messages if el.source.removeprefix("history:") in exclude)
             report.update(skipped="every message is in the prompt and no document is in scope",
                           query="\n".join(reversed(texts)), budget=reserve, inserted=[], cut=[],
                           excluded_in_window=kept)
             return
+    await end_reads(tour)  # the search may wait on the embedder: the connection goes back
+    async with core.session() as s:
         if opts.messages and opts.backfill_limit:
             done, state["indexed_to"] = await backfill(
                 s, tour.chat_id, int(state.get("indexed_to") or 0), opts.backfill_limit,

@@ -1,0 +1,93 @@
+"""The read session stages 2-5 share (pipeline/reads.py): one session across the stages, a
+fresh one after a failure, every connection back in the pool when a tour ends (answered,
+failed inside a stage, or aborted), and nothing held while the plugins' interceptors run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from evacore.core import Core
+from evacore.pipeline.reads import end_reads, reads
+from evacore.pipeline.stages.interceptors import Interceptors
+from evacore.pipeline.stages.lorebook import Lorebook
+from evacore.pipeline.tour import Tour
+from tests.fakes.upstream import FakeUpstream
+from tests.generate.helpers import fake_connection, messages, new_chat, stream
+
+
+def _checked_out(core: Core) -> int:
+    return int(core.engine.sync_engine.pool.checkedout())
+
+
+async def test_one_session_serves_every_reading_stage_until_it_is_ended(core: Core) -> None:
+    tour = Tour(chat_id="c", user_id=None, role="master")
+    async with reads(core, tour) as first:
+        pass
+    async with reads(core, tour) as second:
+        pass
+    assert second is first
+    await end_reads(tour)
+    await end_reads(tour)  # ending twice is harmless
+    async with reads(core, tour) as third:
+        pass
+    assert third is not first
+    await end_reads(tour)
+    assert _checked_out(core) == 0
+
+
+async def test_a_failure_inside_ends_the_session_and_the_next_stage_reads_in_a_new_one(
+    core: Core
+) -> None:
+    tour = Tour(chat_id="c", user_id=None, role="master")
+    with pytest.raises(RuntimeError):
+        async with reads(core, tour) as broken:
+            await broken.connection()
+            raise RuntimeError("a stage failed mid-read")
+    assert _checked_out(core) == 0
+    async with reads(core, tour) as fresh:
+        assert fresh is not broken
+    await end_reads(tour)
+
+
+async def test_tours_give_every_connection_back(
+    client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    held_by_interceptors: list[int] = []
+    interceptors_run = Interceptors.run
+
+    async def watched(self: Interceptors, core_: Core, tour: Tour) -> None:
+        # plugins may wait here for seconds: the tour holds no connection meanwhile
+        held_by_interceptors.append(_checked_out(core_))
+        await interceptors_run(self, core_, tour)
+
+    monkeypatch.setattr(Interceptors, "run", watched)
+    openai_fake.script.reply("One.").reply("Two.")
+    await stream(client, chat, "first")
+    await stream(client, chat, "second")
+    assert [m["content"] for m in await messages(client, chat)][-1] == "Two."
+    assert held_by_interceptors == [0, 0]
+    assert _checked_out(core) == 0
+
+
+async def test_a_stage_failing_mid_read_loses_nothing_and_leaks_nothing(
+    client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+
+    async def failing(self: Lorebook, core_: Core, tour: Tour, diag: dict[str, Any]) -> None:
+        async with reads(core_, tour) as s:
+            await s.connection()
+            raise ValueError("the lorebook broke")
+
+    monkeypatch.setattr(Lorebook, "_run", failing)
+    openai_fake.script.reply("Still answered.")
+    events = await stream(client, chat, "hello")
+    assert "done" in [name for name, _ in events]
+    assert [m["content"] for m in await messages(client, chat)] == ["hello", "Still answered."]
+    assert _checked_out(core) == 0
