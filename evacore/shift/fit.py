@@ -100,6 +100,17 @@ class _Unit:
     removed: str | None = field(default=None)
 
 
+def _one(item: FitItem) -> _Unit:
+    """The usual unit: one item (its fields as they are)."""
+    kind = item.kind
+    history = kind == "history"
+    return _Unit([item], item.tokens, kind,
+                 not (history or kind in REMOVABLE_ORDER) or bool(item.protected),
+                 item.priority, item.order,
+                 (item.order if item.history_index is None else item.history_index)
+                 if history else -1)
+
+
 def _units(items: Sequence[FitItem]) -> list[_Unit]:
     grouped: dict[str, list[FitItem]] = {}
     units: list[_Unit] = []
@@ -111,16 +122,11 @@ def _units(items: Sequence[FitItem]) -> list[_Unit]:
             singles.append(item)
         else:
             grouped.setdefault(item.group, []).append(item)
-    for single in singles:  # the usual unit: one item (its fields as they are)
-        kind = single.kind
-        units.append(_Unit(
-            items=[single], tokens=single.tokens, kind=kind,
-            fixed=not (kind == "history" or kind in REMOVABLE_ORDER) or bool(single.protected),
-            priority=single.priority, order=single.order,
-            index=(single.order if single.history_index is None else single.history_index)
-            if kind == "history" else -1,
-        ))
+    units.extend(_one(single) for single in singles)
     for members in grouped.values():
+        if len(members) == 1:  # a group of one (most history messages) is a single item
+            units.append(_one(members[0]))
+            continue
         history = [m for m in members if m.kind == "history"]
         kind = "history" if history else members[0].kind
         removable = kind == "history" or kind in REMOVABLE_ORDER

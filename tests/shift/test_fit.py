@@ -178,3 +178,22 @@ def test_r2_7_selection_then_fit_cuts_in_chunks() -> None:
         anchor = result.anchor
         firsts.append(next(i for i in result.kept_ids if i[0] in "hn"))
     assert len(set(firsts)) <= 3  # a cut every ~6 turns, not every turn
+
+
+def test_r2_7_a_message_in_a_group_of_its_own_fits_as_a_lone_item_would() -> None:
+    """History messages arrive each in a group of one (its tool calls would join it): they
+    are cut, kept and counted exactly as the same items without a group."""
+    def items(grouped: bool) -> list[FitItem]:
+        out = [FitItem(id="sys", tokens=40, kind="system", order=0),
+               FitItem(id="lore", tokens=30, kind="lore", order=1, priority=2)]
+        for i in range(12):
+            out.append(FitItem(id=f"h{i}", tokens=10 + i, kind="history", order=2 + i,
+                               group=f"m{i}" if grouped else None, history_index=i,
+                               protected=i == 11))
+        return out
+
+    for budget, anchor in ((400, None), (150, None), (150, FitAnchor(4)), (120, FitAnchor(9))):
+        alone = fit(items(False), budget, chunk=0.2, anchor=anchor)
+        grouped = fit(items(True), budget, chunk=0.2, anchor=anchor)
+        assert grouped == alone
+    assert fit(items(True), 150, chunk=0.2).removed  # the budget does cut history here
