@@ -7,15 +7,19 @@ and the event loop's wake-up pipe: about 70 µs of CPU apiece, which made the th
 the largest cost of a generate request. The cursor here opens, executes, fetches and closes
 in a single call and answers the rest from what that call returned.
 
-Even one trip costs more than the statements of a tour take to run (a few µs each on a
-small chat), and under load the worker waits for the interpreter's lock behind the event
-loop. So a statement that cannot wait on a lock runs inline, on the loop's thread: a
-`SELECT` (in WAL mode a reader never waits for a writer), or any statement of a transaction
-that already wrote (it holds the write lock). The first write of a transaction (it may wait
-up to the busy timeout for another writer, who may need the loop to finish), `executemany`,
-commits and rollbacks, any statement once seen running longer than `INLINE_SECONDS`, and
-the next statement once `INLINE_RUN_SECONDS` of them ran inline in a row still go to the
-thread, and so does everything while a call of this connection is there.
+Even one trip (about 80 µs of CPU here, both threads counted) costs more than the
+statements of a tour take to run (a few µs each on a small chat), and under load the worker
+waits for the interpreter's lock behind the event loop. So a statement that does not wait on
+a lock runs inline, on the loop's thread: a `SELECT` (in WAL mode a reader never waits for a
+writer), any statement of a transaction that already wrote (it holds the write lock), and,
+in WAL mode, its commit. The first write of a transaction may have to wait for another
+writer, who may need the loop to finish: it is tried inline with the busy timeout at zero
+and, when another writer holds the lock, undone and sent to the thread to wait there. Every
+`CHECKPOINT_EVERY`th commit goes to the thread with a checkpoint of the WAL after it, so a
+commit on the loop never copies the WAL into the database. `executemany`, rollbacks, any
+statement once seen running longer than `INLINE_SECONDS`, and the next statement once
+`INLINE_RUN_SECONDS` of them ran inline in a row go to the thread, and so does everything
+while a call of this connection is there.
 
 Must not: change what a statement does. It only batches aiosqlite's calls and chooses the
 thread they run on; transactions and commits stay aiosqlite's own.
@@ -37,18 +41,48 @@ INLINE_RUN_SECONDS = 0.005
 """Inline statements of one connection since its last trip to the thread, past this much
 time, send the next one to the thread: a long run of quick statements (a big transaction)
 still lets the loop serve other tasks every few milliseconds."""
+CHECKPOINT_EVERY = 32
+"""Commits of this process between two checkpoints of the WAL, each made on the thread
+right after the commit that reaches the count. A commit on the loop never copies the WAL
+into the database: SQLite's own automatic checkpoint, which a commit runs once the WAL
+holds 1000 pages, is left as a safety net these keep it from reaching."""
 _SLOW: set[str] = set()
 _SLOW_LIMIT = 4096
+_commits = 0
+"""Commits since the last checkpoint (all connections of this process)."""
 
 
 def _reads(sql: str) -> bool:
     return sql.lstrip()[:6].upper() == "SELECT"
 
 
+def _writes_row(sql: str) -> bool:
+    """An INSERT, UPDATE, DELETE or REPLACE: the statements that open a transaction."""
+    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE", "REPLAC")
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
+
+
 def _slow(sql: str) -> None:
     if len(_SLOW) >= _SLOW_LIMIT:
         _SLOW.clear()
     _SLOW.add(sql)
+
+
+def _commit_and_checkpoint(conn: sqlite3.Connection) -> None:
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _checkpoint_due() -> bool:
+    global _commits
+    _commits += 1
+    if _commits < CHECKPOINT_EVERY:
+        return False
+    _commits = 0
+    return True
 
 
 def _run(conn: sqlite3.Connection, sql: str, params: Any, many: bool) -> tuple[Any, ...]:
@@ -124,6 +158,11 @@ class OneTripConnection(aiosqlite.Connection):
         """Calls the thread has finished (counted on the worker thread only)."""
         self._inline_run = 0.0
         """Seconds of inline statements since the last trip to the thread."""
+        self._busy_ms: int | None = None
+        """The connection's busy timeout (read at its first write), restored after a
+        first write tried inline; None until then."""
+        self._wal = False
+        """Whether the database is in WAL mode (read with the busy timeout)."""
 
     def cursor(self) -> OneTripCursor:  # type: ignore[override]
         return OneTripCursor(self)
@@ -135,17 +174,48 @@ class OneTripConnection(aiosqlite.Connection):
     async def _trip(self, sql: str, parameters: Any, many: bool) -> tuple[Any, ...]:
         conn = self._connection
         if (conn is not None and self._running and not many and self._finished == self._sent
-                and self._inline_run < INLINE_RUN_SECONDS and sql not in _SLOW
-                and (conn.in_transaction or _reads(sql))):
-            started = time.perf_counter()
-            try:
-                return _run(conn, sql, parameters, False)
-            finally:
-                took = time.perf_counter() - started
-                self._inline_run += took
-                if took > INLINE_SECONDS:
-                    _slow(sql)
+                and self._inline_run < INLINE_RUN_SECONDS and sql not in _SLOW):
+            if conn.in_transaction or _reads(sql):
+                return self._inline(conn, sql, parameters)
+            if _writes_row(sql):
+                done = self._first_write(conn, sql, parameters)
+                if done is not None:
+                    return done
         return await self._execute(_run, self._conn, sql, parameters, many)  # type: ignore[no-any-return]
+
+    def _inline(self, conn: sqlite3.Connection, sql: str, parameters: Any) -> tuple[Any, ...]:
+        started = time.perf_counter()
+        try:
+            return _run(conn, sql, parameters, False)
+        finally:
+            took = time.perf_counter() - started
+            self._inline_run += took
+            if took > INLINE_SECONDS:
+                _slow(sql)
+
+    def _first_write(self, conn: sqlite3.Connection, sql: str, parameters: Any
+                     ) -> tuple[Any, ...] | None:
+        """The first write of a transaction, on the loop, when no other writer holds the
+        database (WAL mode only): with the busy timeout at zero a held lock fails at once
+        instead of waiting for a holder that may need the loop. Then the transaction, which
+        holds nothing but that failed statement, is rolled back and None says: send the
+        statement to the thread, where it waits as long as the busy timeout allows."""
+        if self._busy_ms is None:
+            self._wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+            self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        if not self._wal:
+            return None
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            return self._inline(conn, sql, parameters)
+        except sqlite3.OperationalError as e:
+            if not _busy(e):
+                raise
+            if conn.in_transaction:
+                conn.rollback()
+            return None
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """aiosqlite's trip to the thread, counted: while one is there (even one whose
@@ -169,7 +239,20 @@ class OneTripConnection(aiosqlite.Connection):
         return conn is not None and not conn.in_transaction and self._finished == self._sent
 
     async def commit(self) -> None:
-        if not self._nothing_to_end():
+        """On the loop in WAL mode when nothing of this connection is on the thread (a
+        commit there waits for no lock); every `CHECKPOINT_EVERY`th on the thread, with a
+        checkpoint after it."""
+        if self._nothing_to_end():
+            return
+        conn = self._connection
+        if self._wal and _checkpoint_due():
+            await self._execute(_commit_and_checkpoint, self._conn)
+        elif (self._wal and conn is not None and self._running
+                and self._finished == self._sent and self._inline_run < INLINE_RUN_SECONDS):
+            started = time.perf_counter()
+            conn.commit()
+            self._inline_run += time.perf_counter() - started
+        else:
             await super().commit()
 
     async def rollback(self) -> None:

@@ -87,14 +87,14 @@ def threads_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
     return seen
 
 
-async def test_reads_and_later_writes_run_inline_the_first_write_on_the_thread(
+async def test_with_no_other_writer_every_statement_runs_inline(
         sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
     async with sqlite_core.session() as s:
         await s.execute(select(Setting.key).where(Setting.key == "nothing"))
         await s.execute(insert(Setting).values(key="a", value={"v": 1}))
         await s.execute(insert(Setting).values(key="b", value={"v": 2}))
         await s.execute(select(Setting.key))
-    assert threads_seen == [("SELECT", True), ("INSERT", False), ("INSERT", True),
+    assert threads_seen == [("SELECT", True), ("INSERT", True), ("INSERT", True),
                             ("SELECT", True)]
     async with sqlite_core.session() as s:
         assert sorted(await s.scalars(select(Setting.key).where(Setting.key.in_(["a", "b"])))) == ["a", "b"]
@@ -159,6 +159,31 @@ async def test_a_writer_waiting_for_the_lock_never_stalls_the_loop(sqlite_core: 
             Setting.key.in_(["first", "second"])))) == ["first", "second"]
 
 
+async def test_a_first_write_meeting_another_writer_waits_for_it_on_the_thread(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+    """The first write of a transaction tries the loop with no busy wait: when another
+    connection holds the write lock it gives up at once, undoes its half-begun transaction
+    and waits on the thread instead; the connection keeps its busy timeout."""
+    async with sqlite_core.session() as holder:
+        await holder.execute(insert(Setting).values(key="held", value={"v": 1}))
+
+        async def second() -> None:
+            async with sqlite_core.session() as s:
+                await s.execute(insert(Setting).values(key="waited", value={"v": 2}))
+                raw = (await s.connection()).sync_connection.connection.driver_connection
+                assert await raw.run("PRAGMA busy_timeout", ()) == [(10000,)]
+
+        waiting = asyncio.create_task(second())
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # waiting on the thread for the lock, the loop free
+    await asyncio.wait_for(waiting, 5)
+    inserts = [seen for seen in threads_seen if seen[0] == "INSERT"]
+    assert inserts == [("INSERT", True), ("INSERT", True), ("INSERT", False)]
+    async with sqlite_core.session() as s:
+        assert sorted(await s.scalars(select(Setting.key).where(
+            Setting.key.in_(["held", "waited"])))) == ["held", "waited"]
+
+
 async def test_a_rollback_after_a_cancelled_write_undoes_it_once_the_thread_ran_it(
         sqlite_core: Core) -> None:
     """A write whose caller was cancelled while it waited on the thread still runs there; the
@@ -195,3 +220,35 @@ async def test_a_long_run_of_inline_statements_goes_to_the_thread_now_and_then(
     inline = [on_loop for _, on_loop in threads_seen]
     assert len(inline) == 4 and inline.count(True) == 2  # every other one
     assert all(not (a and b) for a, b in zip(inline, inline[1:], strict=False))
+
+
+async def test_commits_run_inline_and_every_few_a_checkpoint_follows_on_the_thread(
+        sqlite_core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write transaction costs no trip to the thread when nobody else writes: first write,
+    later writes and the commit all run on the loop, and what it wrote is stored (another
+    connection reads it). Every `CHECKPOINT_EVERY`th commit goes to the thread instead and
+    copies the WAL into the database there."""
+    monkeypatch.setattr(sqlite_driver, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(sqlite_driver, "_commits", 0)
+    checkpoints: list[bool] = []
+    loop_thread = threading.get_ident()
+    commit_and_checkpoint = sqlite_driver._commit_and_checkpoint
+
+    def recorded(conn: Any) -> None:
+        checkpoints.append(threading.get_ident() == loop_thread)
+        commit_and_checkpoint(conn)
+
+    monkeypatch.setattr(sqlite_driver, "_commit_and_checkpoint", recorded)
+    trips: list[int] = []
+    for i in range(8):
+        async with sqlite_core.session() as s:
+            driver = (await s.connection()).sync_connection.connection.driver_connection
+            sent = driver._sent
+            await s.execute(insert(Setting).values(key=f"c{i}", value={"v": i}))
+            await s.execute(update(Setting).where(Setting.key == f"c{i}").values(value={"v": -i}))
+        trips.append(driver._sent - sent)
+    assert checkpoints == [False, False]  # the 4th and the 8th commit, on the thread
+    assert trips.count(0) == 6 and trips.count(1) == 2
+    async with sqlite_core.engine.connect() as other:
+        raw = (await other.get_raw_connection()).driver_connection
+        assert await raw.run("SELECT count(*) FROM settings WHERE key LIKE 'c%'", ()) == [(8,)]
