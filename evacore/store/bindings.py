@@ -11,6 +11,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
+from evacore.store import direct
 from evacore.store.tables import Chat, ChatBinding
 
 
@@ -33,7 +34,8 @@ async def find_chat(session: AsyncSession, scope: str, *, full: str | None = Non
 _REBIND = (update(ChatBinding.__table__)
            .where(ChatBinding.__table__.c.chat_id == bindparam("p_chat_id"))
            .values(scope=bindparam("p_scope"), full_digest=bindparam("p_full"),
-                   turn_digest=bindparam("p_turn"), updated_at=bindparam("p_at")))
+                   turn_digest=bindparam("p_turn"), updated_at=bindparam("p_at"))
+           .returning(ChatBinding.__table__.c.chat_id))
 
 
 async def bind(session: AsyncSession, chat_id: str, scope: str, *, full: str,
@@ -41,9 +43,9 @@ async def bind(session: AsyncSession, chat_id: str, scope: str, *, full: str,
     """Record what the client has now seen of `chat_id` (one row per chat): one `UPDATE`
     of the chat's row, an insert the first time."""
     now = utcnow()
-    done = await session.execute(_REBIND, {"p_chat_id": chat_id, "p_scope": scope,
-                                           "p_full": full, "p_turn": turn, "p_at": now})
-    if not done.rowcount:  # type: ignore[attr-defined]
+    done = await direct.execute(session, _REBIND, {
+        "p_chat_id": chat_id, "p_scope": scope, "p_full": full, "p_turn": turn, "p_at": now})
+    if not done:
         session.add(ChatBinding(chat_id=chat_id, scope=scope, full_digest=full,
                                 turn_digest=turn, updated_at=now))
         await session.flush()
