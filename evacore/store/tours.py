@@ -20,7 +20,7 @@ from evacore.domain.ids import utcnow
 from evacore.errors import Conflict, NotFound
 from evacore.redact import redact_json
 from evacore.store import direct
-from evacore.store.tables import ClientOpAnswer
+from evacore.store.tables import ClientOpAnswer, Variant
 from evacore.store.tables import Tour as TourRow
 
 
@@ -98,6 +98,16 @@ async def relay_answer(session: AsyncSession, tour_id: str, call_id: str, conten
             await session.flush()
     except IntegrityError:
         raise Conflict(f"client op {call_id} of tour {tour_id} was already answered") from None
+
+
+async def made_call(session: AsyncSession, row: TourRow, call_id: str) -> bool:
+    """Whether an ended tour made this tool call: its stored answer's steps hold it."""
+    if row.variant_id is None:
+        return False
+    steps = await session.scalar(select(Variant.steps).where(Variant.id == row.variant_id))
+    return any(isinstance(call, dict) and call.get("id") == call_id
+               for step in steps or () if isinstance(step, dict)
+               for call in step.get("tool_calls") or ())
 
 
 async def take_answers(session: AsyncSession, calls: list[tuple[str, str]]

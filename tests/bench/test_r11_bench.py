@@ -226,3 +226,28 @@ def run(quick: bool = False) -> list[dict]:
     text = out.read_text()
     assert "| errors | 0 | 0–1 (3 runs) | errors | = 0 | **missed** | run 2 |" in text
     assert "| p99 | 900.0 | 900.0–900.0 (3 runs) | µs | < 200 µs |  | informative |" in text
+
+
+def test_r11_the_profile_counts_each_part_of_the_loops_samples() -> None:
+    """bench_profile's shares: only samples of the event loop's thread count, a part's share
+    holds every sample with one of its frames anywhere in the stack, and the loop's own share
+    is the samples whose innermost frame is the loop itself."""
+    spec = importlib.util.spec_from_file_location("bench_profile_shares", BENCH / "bench_profile.py")
+    assert spec is not None and spec.loader is not None
+    profile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile)
+    loop = "main (x.py:1);Runner.run (asyncio/runners.py:118)"
+    raw = "\n".join([
+        f"{loop};TourManager._run (m.py:3);Save.run (save.py:40);redact_json (r.py:9) 30",
+        f"{loop};TourManager._run (m.py:3);UserInput.run (u.py:7) 20",
+        f"{loop};RequestResponseCycle.run_asgi (h.py:2);solve_dependencies (f.py:5) 10",
+        f"{loop} 40",
+        "Thread._bootstrap (threading.py:1);_connection_worker_thread (a.py:2) 500",
+    ])
+    total, parts = profile.shares(raw)
+    assert total == 100
+    assert parts["stage_14_save"] == parts["diagnostics_redaction"] == 30.0
+    assert parts["stage_01_user_input"] == 20.0
+    assert parts["http_request"] == parts["fastapi_dependencies"] == 10.0
+    assert parts["loop_own"] == 40.0
+    assert parts["fast_lane"] == 0.0

@@ -1,6 +1,7 @@
 """R14.5: any instance answers any request. Two `evacore serve` processes on one database (and
 one `serve --workers 2`): a tour streaming on A is read and aborted through B and stops within
-a second; a client op sent by A's tour is answered through B and the tour goes on with it."""
+a second; a client op sent by A's tour is answered through B and the tour goes on with it,
+and answered again through B, while the tour runs or after it ended, it is a 409."""
 
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ def _client_op_through(streaming: ServerProcess, other: ServerProcess) -> None:
         {"step": 0, "tool_calls": [{"name": "client_run", "arguments": {"cmd": "ls"}}]},
         {"step": 1, "text": "The laptop answered."}])
     answered: list[int] = []
+    url = ""
     with _fresh(streaming) as a, a.stream(
         "POST", f"/v1/chats/{chat}/generate",
         json={"message": {"content": "list"}, "client_ops": OPS}, timeout=30) as r:
@@ -87,6 +89,10 @@ def _client_op_through(streaming: ServerProcess, other: ServerProcess) -> None:
                 messages.append(data["content"])
     assert answered[0] == 200 and answered[1] == 409
     assert results == ["a.txt b.txt"] and messages == ["The laptop answered."]
+    with _fresh(other) as b:  # the tour has ended: the call it made is still no stranger
+        late = b.post(url, json={"content": "late"})
+        never = b.post(url.rsplit("/", 1)[0] + "/call_9_9", json={"content": "?"})
+    assert (late.status_code, never.status_code) == (409, 404)
 
 
 @pytest.fixture

@@ -67,4 +67,8 @@ async def client_op_result(tour_id: str, call_id: str, body: ClientOpResult, who
         if row.status == "running" and row.instance_id != core.instance_id:
             await repo.relay_answer(s, tour_id, call_id, body.content, body.error)
             return {"tour_id": tour_id, "call_id": call_id, "accepted": True, "relayed": True}
+        if row.status != "running" and await repo.made_call(s, row, call_id):
+            # it ended on another instance, this call answered there (or timed out)
+            raise Conflict(f"client op {call_id} of tour {tour_id} was already answered or "
+                           "timed out")
     raise NotFound(f"tour {tour_id} sent no client op {call_id}")

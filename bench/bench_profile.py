@@ -1,0 +1,197 @@
+"""Where evacore's CPU goes: py-spy samples of the serving process's event-loop thread while
+it answers one-token tours (everything a tour costs besides its tokens) and paced tours (200
+tokens, 2 ms apart: a token's own path), each part's share of the samples.
+
+Must not: bind anything but loopback, download anything, or fail when py-spy is missing or
+may not attach (a row says so). Shares are inclusive and overlap (a stage's share holds the
+SQL it runs); samples of other threads are left out (the thread of aiosqlite and the
+embedder idle here).
+"""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _relay_procs as procs
+
+REPEATS = 1
+TOKEN = "bench-master-token-0123456789abcdef"
+RATE = 250
+"""Samples a second."""
+TOURS, QUICK_TOURS = 200, 20
+PACED_TOURS, QUICK_PACED_TOURS = 6, 1
+PER_CHAT = 20
+"""One-token tours per chat, as the relay benchmark's `tour1`: the history stays short."""
+MESSAGE = "Hello there, how are you today? Tell me about your morning."
+LOOP = "Runner.run (asyncio/runners.py"
+"""The frame every sample of the event loop's thread holds."""
+
+PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("http_request", ("RequestResponseCycle.run_asgi (",),
+     "the HTTP request through uvicorn, Starlette's and FastAPI's layers and the route"),
+    ("fastapi_dependencies", ("solve_dependencies (",),
+     "FastAPI resolving a route's parameters (auth, body, core)"),
+    ("stage_01_user_input", ("UserInput.run (",), "stage 1"),
+    ("stage_02_macros", ("Macros.run (",), "stage 2"),
+    ("stage_03_character", ("Character.run (",), "stage 3"),
+    ("stage_04_lorebook", ("Lorebook.run (",), "stage 4"),
+    ("stage_05_memory", ("Memory.run (",), "stage 5"),
+    ("stage_06_token_count", ("TokenCount.run (",), "stage 6"),
+    ("stage_07_context_shift", ("ContextShift.run (",), "stage 7"),
+    ("stage_08_interceptors", ("Interceptors.run (",), "stage 8"),
+    ("stage_09_instruct", ("Instruct.run (",), "stage 9"),
+    ("stage_10_12_request_stream", ("Serialize.run (", "Request.run (", "Streaming.run ("),
+     "stages 10-12 (serialize, request, streaming) run by the tour's task"),
+    ("stage_13_postprocess", ("PostProcess.run (",), "stage 13"),
+    ("stage_14_save", ("Save.run (",), "stage 14"),
+    ("orm_sessions", ("Database.session (", "greenlet_spawn ("),
+     "opening, committing and closing SQLAlchemy sessions and its greenlet hops"),
+    ("sqlite_statements", ("OneTripConnection.run (", "OneTripConnection._trip (",
+                           "OneTripConnection.commit ("),
+     "SQLite statements and commits run by the driver"),
+    ("diagnostics_redaction", ("redact_json (",), "redacting the stored diagnostics"),
+    ("fast_lane", ("_Conn.data_received (",),
+     "a token's path from the upstream read to the client's socket (the fast lane)"),
+)
+
+
+def _py_spy() -> str | None:
+    here = Path(sys.executable).parent / "py-spy"
+    return str(here) if here.exists() else shutil.which("py-spy")
+
+
+def _row(metric: str, value: float | None, unit: str, note: str) -> dict[str, Any]:
+    return {"metric": metric, "value": value, "unit": unit, "target": None, "met": None,
+            "note": note}
+
+
+def shares(raw: str) -> tuple[int, dict[str, float]]:
+    """(samples of the loop's thread, each part's share of them in %) from py-spy's raw
+    output (`frame;frame;… count` a line). `loop_own` is the share whose innermost Python
+    frame is the loop itself: uvloop's C code and the system calls it makes."""
+    counts: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if LOOP not in stack or not n.isdigit():
+            continue
+        samples = int(n)
+        total += samples
+        frames = stack.split(";")
+        if LOOP in frames[-1]:
+            counts["loop_own"] += samples
+        for name, marks, _ in PARTS:
+            if any(mark in frame for frame in frames for mark in marks):
+                counts[name] += samples
+    return total, {name: 100.0 * counts[name] / total for name in
+                   ("loop_own", *(p[0] for p in PARTS))} if total else {}
+
+
+class _Tours:
+    def __init__(self, url: str, upstream: str) -> None:
+        self.http = httpx.Client(base_url=url + "/v1", timeout=120,
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+        r = self.http.post("/connections", json={
+            "name": "bench-profile", "kind": "openai-chat", "base_url": upstream,
+            "model": "bench-model", "max_tokens": 400, "context_size": 16384})
+        r.raise_for_status()
+        self.connection = str(r.json()["id"])
+
+    def chat(self) -> str:
+        r = self.http.post("/chats", json={"connection_id": self.connection, "title": "p"})
+        r.raise_for_status()
+        return str(r.json()["id"])
+
+    def run(self, tours: int) -> None:
+        chat = self.chat()
+        for i in range(tours):
+            if i and i % PER_CHAT == 0:
+                chat = self.chat()
+            r = self.http.post(f"/chats/{chat}/generate",
+                               json={"message": {"content": MESSAGE}, "stream": True})
+            r.raise_for_status()
+
+
+def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path
+             ) -> tuple[int, dict[str, float], str | None]:
+    server_prefix, load_prefix, _ = procs.pinning()
+    up, upstream = procs.upstream(load_prefix, folder, tokens, delay_ms)
+    server, url = procs.server(server_prefix, folder, TOKEN)
+    out = folder / f"profile-{tokens}-{delay_ms:g}.txt"
+    try:
+        client = _Tours(url, upstream)
+        client.run(10)  # warm: routes, statements and caches as a running server has them
+        recorder = subprocess.Popen(
+            [spy, "record", "--rate", str(RATE), "--format", "raw", "-o", str(out),
+             "--pid", str(server.pid)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        if recorder.poll() is not None:
+            return 0, {}, (recorder.stderr.read() if recorder.stderr else "").strip()[:200]
+        client.run(tours)
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(timeout=60)
+        client.http.close()
+    finally:
+        server.stop()
+        up.stop()
+    if not out.exists():
+        return 0, {}, "py-spy wrote no profile"
+    total, parts = shares(out.read_text())
+    return total, parts, None
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    spy = _py_spy()
+    if spy is None:
+        return [_row("py_spy", None, "", "py-spy is not installed (`pip install py-spy`): "
+                     "no profile taken")]
+    rows: list[dict[str, Any]] = []
+    notes = {"loop_own": "the loop's own C code (uvloop) and its system calls",
+             **{name: note for name, _, note in PARTS}}
+    scenarios = (("tour1", 1, 0.0, QUICK_TOURS if quick else TOURS,
+                  "one-token tours, a new chat every 20"),
+                 ("paced", 200, 2.0, QUICK_PACED_TOURS if quick else PACED_TOURS,
+                  "200-token tours, a token every 2 ms"))
+    with tempfile.TemporaryDirectory(prefix="evacore-bench-profile-") as tmp:
+        for name, tokens, delay, tours, what in scenarios:
+            folder = Path(tmp) / name
+            folder.mkdir()
+            total, parts, failed = _profile(spy, tokens, delay, tours, folder)
+            if failed is not None:
+                return [_row("py_spy", None, "", f"py-spy could not profile: {failed}")]
+            rows.append(_row(f"{name}_samples", total, "samples",
+                             f"{tours} {what}; the event loop's thread, {RATE} a second"))
+            rows += [_row(f"{name}_share_{part}", round(share, 1), "%",
+                          f"{notes[part]}; {what}") for part, share in parts.items()]
+    return rows
+
+
+def explain(rows: list[dict[str, Any]]) -> str:
+    values = {r["metric"]: r["value"] for r in rows}
+    if "tour1_samples" not in values:
+        return ""
+
+    def top(scenario: str, n: int) -> str:
+        parts = sorted(((v, k.removeprefix(f"{scenario}_share_")) for k, v in values.items()
+                        if k.startswith(f"{scenario}_share_") and v is not None), reverse=True)
+        return ", ".join(f"{name.replace('_', ' ')} {v:.0f}%" for v, name in parts[:n])
+
+    return ("**Where a tour's fixed cost goes** (py-spy, the event loop's thread, one-token "
+            f"tours): {top('tour1', 8)}. No single part holds most of it: the cost is "
+            "spread over the stages, SQLAlchemy's sessions and FastAPI's request handling, "
+            "each a few percent. **Where a paced token goes**: "
+            f"{top('paced', 4)}; the loop's own share is uvloop's C code and the kernel's "
+            "work for each read, write and wake-up, outside evacore's Python code.")
