@@ -20,21 +20,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _relay_procs as procs
+from bench_chat_length import TOKEN, _Chats
 
 REPEATS = 1
-TOKEN = "bench-master-token-0123456789abcdef"
 RATE = 250
 """Samples a second."""
 TOURS, QUICK_TOURS = 200, 20
 PACED_TOURS, QUICK_PACED_TOURS = 6, 1
 PER_CHAT = 20
 """One-token tours per chat, as the relay benchmark's `tour1`: the history stays short."""
-MESSAGE = "Hello there, how are you today? Tell me about your morning."
 LOOP = "Runner.run (asyncio/runners.py"
 """The frame every sample of the event loop's thread holds."""
 
@@ -99,29 +96,13 @@ def shares(raw: str) -> tuple[int, dict[str, float]]:
                    ("loop_own", *(p[0] for p in PARTS))} if total else {}
 
 
-class _Tours:
-    def __init__(self, url: str, upstream: str) -> None:
-        self.http = httpx.Client(base_url=url + "/v1", timeout=120,
-                                 headers={"Authorization": f"Bearer {TOKEN}"})
-        r = self.http.post("/connections", json={
-            "name": "bench-profile", "kind": "openai-chat", "base_url": upstream,
-            "model": "bench-model", "max_tokens": 400, "context_size": 16384})
-        r.raise_for_status()
-        self.connection = str(r.json()["id"])
-
-    def chat(self) -> str:
-        r = self.http.post("/chats", json={"connection_id": self.connection, "title": "p"})
-        r.raise_for_status()
-        return str(r.json()["id"])
-
-    def run(self, tours: int) -> None:
-        chat = self.chat()
-        for i in range(tours):
-            if i and i % PER_CHAT == 0:
-                chat = self.chat()
-            r = self.http.post(f"/chats/{chat}/generate",
-                               json={"message": {"content": MESSAGE}, "stream": True})
-            r.raise_for_status()
+def _tours(chats: _Chats, tours: int) -> None:
+    """One-token or paced tours, a new chat every `PER_CHAT`."""
+    chat = chats.new()
+    for i in range(tours):
+        if i and i % PER_CHAT == 0:
+            chat = chats.new()
+        chats.tour(chat)
 
 
 def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path
@@ -131,8 +112,8 @@ def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path
     server, url = procs.server(server_prefix, folder, TOKEN)
     out = folder / f"profile-{tokens}-{delay_ms:g}.txt"
     try:
-        client = _Tours(url, upstream)
-        client.run(10)  # warm: routes, statements and caches as a running server has them
+        chats = _Chats(url, upstream, max_tokens=2 * tokens)
+        _tours(chats, 10)  # warm: routes, statements and caches as a running server has them
         recorder = subprocess.Popen(
             [spy, "record", "--rate", str(RATE), "--format", "raw", "-o", str(out),
              "--pid", str(server.pid)],
@@ -140,10 +121,10 @@ def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path
         time.sleep(1.0)
         if recorder.poll() is not None:
             return 0, {}, (recorder.stderr.read() if recorder.stderr else "").strip()[:200]
-        client.run(tours)
+        _tours(chats, tours)
         recorder.send_signal(signal.SIGINT)
         recorder.wait(timeout=60)
-        client.http.close()
+        chats.http.close()
     finally:
         server.stop()
         up.stop()
