@@ -23,7 +23,7 @@ from typing import Any
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _relay_procs as procs
-from bench_chat_length import TOKEN, _Chats
+from bench_chat_length import TOKEN, _Chats, _row
 
 REPEATS = 1
 RATE = 250
@@ -67,11 +67,6 @@ PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 def _py_spy() -> str | None:
     here = Path(sys.executable).parent / "py-spy"
     return str(here) if here.exists() else shutil.which("py-spy")
-
-
-def _row(metric: str, value: float | None, unit: str, note: str) -> dict[str, Any]:
-    return {"metric": metric, "value": value, "unit": unit, "target": None, "met": None,
-            "note": note}
 
 
 def shares(raw: str) -> tuple[int, dict[str, float]]:
@@ -172,7 +167,7 @@ def explain(rows: list[dict[str, Any]]) -> str:
 
     return ("**Where a tour's fixed cost goes** (py-spy, the event loop's thread, one-token "
             f"tours): {top('tour1', 8)}. No single part holds most of it: the cost is "
-            "spread over the stages, SQLAlchemy's sessions and FastAPI's request handling, "
-            "each a few percent. **Where a paced token goes**: "
+            "spread over the HTTP request, the stages, SQLAlchemy's sessions and the loop. "
+            "**Where a paced token goes**: "
             f"{top('paced', 4)}; the loop's own share is uvloop's C code and the kernel's "
             "work for each read, write and wake-up, outside evacore's Python code.")

@@ -46,9 +46,9 @@ ASSEMBLE: tuple[Stage, ...] = (
 STEP: tuple[Stage, ...] = (Serialize(), Request(), Streaming())
 FINISH: tuple[Stage, ...] = (PostProcess(), Save())
 STAGES: tuple[Stage, ...] = ASSEMBLE + STEP + FINISH
-LAST_READER = ASSEMBLE[4]
-"""Memory, the last stage reading through the tour's shared read session (reads.py): it is
-ended there, before the stages that may wait on plugins."""
+READERS = 5
+"""Stages 2 to 5 (up to memory) read through the tour's shared read session (reads.py): it
+is ended after them, before the stages that may wait on plugins."""
 
 
 async def run_tour(core: Core, tour: Tour,
@@ -74,13 +74,14 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
             started = True
             tour.diagnostics["env"] = dict(tour.env)  # as stage 1 completed it (`picture`)
             try:
-                for stage in ASSEMBLE[1:]:
+                for stage in ASSEMBLE[1:READERS]:
                     _check_abort(tour)
                     await run_stage(core, tour, stage)
-                    if stage is LAST_READER:
-                        await end_reads(tour)
             finally:
                 await end_reads(tour)
+            for stage in ASSEMBLE[READERS:]:
+                _check_abort(tour)
+                await run_stage(core, tour, stage)
             await run_steps(core, tour, STEP)
             for stage in FINISH:
                 await run_stage(core, tour, stage)
