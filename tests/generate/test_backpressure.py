@@ -155,11 +155,12 @@ async def test_r12_4_paced_tokens_to_a_client_that_never_reads_hold_the_provider
 ) -> None:
     # Tokens a millisecond apart are written to the client from the tour's own task (no
     # queue between them): a client that stops reading must still hold the provider back.
-    reply = Reply(flood_bytes=40 * MB, flood_piece=16 * 1024, token_delay=0.001)
+    reply = Reply(flood_bytes=100 * MB, flood_piece=16 * 1024, token_delay=0.001)
     async with _stalled(server, openai_fake, reply) as (_, _, written, m):
-        print(f"stalled client, paced: provider wrote {written / MB:.1f} MB of 40; "
+        print(f"stalled client, paced: provider wrote {written / MB:.1f} MB of 100; "
               f"server peak +{m.mib:.1f} MiB")
-        # what the sockets' kernel buffers hold (about 7 MB here); a relay that kept
-        # writing without waiting for the client let the provider get half as far again
-        assert written < 10 * MB, written
+        # the sockets' kernel buffers take what they take (about 7 MB here, up to 15 MB
+        # under load, as autotuning grows them); a relay that never waited for the client
+        # lets the provider send all 100 MB and holds what the client left unread
+        assert written < 50 * MB, written
         assert m.mib < 64, f"the server's peak RSS rose by {m.mib:.0f} MiB"
