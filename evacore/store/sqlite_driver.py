@@ -18,8 +18,18 @@ and, when another writer holds the lock, undone and sent to the thread to wait t
 `CHECKPOINT_EVERY`th commit goes to the thread with a checkpoint of the WAL after it, so a
 commit on the loop never copies the WAL into the database. `executemany`, rollbacks, any
 statement once seen running longer than `INLINE_SECONDS`, and the next statement once
-`INLINE_RUN_SECONDS` of them ran inline in a row go to the thread, and so does everything
-while a call of this connection is there.
+`INLINE_RUN_SECONDS` of them ran inline in a row (the loop running nothing else between
+them) go to the thread, and so does everything while a call of this connection is there.
+
+SQLite lets one transaction write at a time; a writer that finds the lock taken sleeps in
+SQLite's busy handler, waking at growing intervals (up to 100 ms) to try again, and may lose
+every race to writers that try at the right moment until its busy timeout runs out ("database
+is locked"). So the connections of one database in this process take turns through a
+`WriteGate` first: the first write of a transaction waits for the gate on the event loop, in
+arrival order, is woken the moment the holder's transaction ends, and holds it until its own
+ends. Writers of other processes still meet SQLite's busy handler, and a gate not given
+within the busy timeout is not waited for further: the statement then meets the lock as it
+would without the gate.
 
 Must not: change what a statement does. It only batches aiosqlite's calls and chooses the
 thread they run on; transactions and commits stay aiosqlite's own.
@@ -27,6 +37,7 @@ thread they run on; transactions and commits stay aiosqlite's own.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
@@ -99,6 +110,32 @@ def _run(conn: sqlite3.Connection, sql: str, params: Any, many: bool) -> tuple[A
         cursor.close()
 
 
+class WriteGate:
+    """The turn to write to one database among the connections of this process: given in
+    arrival order, and handed on as soon as the holder's transaction ends."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self.waits = 0
+        """Writers that found the gate held and waited for it."""
+
+    async def take(self, seconds: float) -> bool:
+        """Whether the turn was given within `seconds` (when not, the caller goes on
+        without it)."""
+        if self._lock.locked():
+            self.waits += 1
+            try:
+                await asyncio.wait_for(self._lock.acquire(), seconds)
+            except TimeoutError:
+                return False
+            return True
+        await self._lock.acquire()
+        return True
+
+    def give_back(self) -> None:
+        self._lock.release()
+
+
 class OneTripCursor:
     """The part of aiosqlite's cursor SQLAlchemy uses, one thread trip per execute."""
 
@@ -150,14 +187,20 @@ class OneTripConnection(aiosqlite.Connection):
     a commit or rollback with nothing to end (a read-only session, the pool's reset on
     return, and no call of the connection still on the thread) skips the thread trip."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gate: WriteGate | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._gate = gate
+        self._holds_gate = False
+        """Whether this connection's open transaction holds the database's write gate."""
         self._sent = 0
         """Calls handed to the thread (counted on the loop's thread only)."""
         self._finished = 0
         """Calls the thread has finished (counted on the worker thread only)."""
         self._inline_run = 0.0
-        """Seconds of inline statements since the last trip to the thread."""
+        """Seconds of inline statements since the event loop last had control (a trip to
+        the thread, or any other wait, lets it run)."""
+        self._run_watched = False
+        """Whether a callback is queued to end the inline run when the loop next runs."""
         self._busy_ms: int | None = None
         """The connection's busy timeout (read at its first write), restored after a
         first write tried inline; None until then."""
@@ -172,6 +215,8 @@ class OneTripConnection(aiosqlite.Connection):
         return (await self._trip(sql, parameters, False))[3]  # type: ignore[no-any-return]
 
     async def _trip(self, sql: str, parameters: Any, many: bool) -> tuple[Any, ...]:
+        if self._gate is not None and _writes_row(sql):
+            await self._take_gate()
         conn = self._connection
         if (conn is not None and self._running and not many and self._finished == self._sent
                 and self._inline_run < INLINE_RUN_SECONDS and sql not in _SLOW):
@@ -189,9 +234,20 @@ class OneTripConnection(aiosqlite.Connection):
             return _run(conn, sql, parameters, False)
         finally:
             took = time.perf_counter() - started
-            self._inline_run += took
+            self._ran_inline(took)
             if took > INLINE_SECONDS:
                 _slow(sql)
+
+    def _ran_inline(self, seconds: float) -> None:
+        """Count inline time toward the run, which ends once the loop runs other work."""
+        self._inline_run += seconds
+        if not self._run_watched:
+            self._run_watched = True
+            asyncio.get_running_loop().call_soon(self._end_run)
+
+    def _end_run(self) -> None:
+        self._run_watched = False
+        self._inline_run = 0.0
 
     def _first_write(self, conn: sqlite3.Connection, sql: str, parameters: Any
                      ) -> tuple[Any, ...] | None:
@@ -217,6 +273,31 @@ class OneTripConnection(aiosqlite.Connection):
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
+    async def _take_gate(self) -> None:
+        """The write gate, before a write of a transaction that holds it not yet; kept while
+        the transaction is open. One that ended (or never began) gives it back first."""
+        assert self._gate is not None
+        if self._holds_gate:
+            conn = self._connection
+            if conn is not None and (conn.in_transaction or self._finished != self._sent):
+                return
+            self._give_back_gate()
+        seconds = (self._busy_ms if self._busy_ms is not None else 10_000) / 1000
+        self._holds_gate = await self._gate.take(seconds)
+
+    def _give_back_gate(self) -> None:
+        if self._holds_gate:
+            self._holds_gate = False
+            assert self._gate is not None
+            self._gate.give_back()
+
+    def _give_back_if_ended(self) -> None:
+        """The gate goes back unless a transaction is still open (a commit that failed
+        leaves it open, to be rolled back: the gate goes with that)."""
+        conn = self._connection
+        if conn is None or (not conn.in_transaction and self._finished == self._sent):
+            self._give_back_gate()
+
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """aiosqlite's trip to the thread, counted: while one is there (even one whose
         caller was cancelled), nothing of this connection runs inline."""
@@ -241,32 +322,46 @@ class OneTripConnection(aiosqlite.Connection):
     async def commit(self) -> None:
         """On the loop in WAL mode when nothing of this connection is on the thread (a
         commit there waits for no lock); every `CHECKPOINT_EVERY`th on the thread, with a
-        checkpoint after it."""
-        if self._nothing_to_end():
-            return
-        conn = self._connection
-        if self._wal and _checkpoint_due():
-            await self._execute(_commit_and_checkpoint, self._conn)
-        elif (self._wal and conn is not None and self._running
-                and self._finished == self._sent and self._inline_run < INLINE_RUN_SECONDS):
-            started = time.perf_counter()
-            conn.commit()
-            self._inline_run += time.perf_counter() - started
-        else:
-            await super().commit()
+        checkpoint after it. The write gate goes back once the transaction has ended."""
+        try:
+            if self._nothing_to_end():
+                return
+            conn = self._connection
+            if self._wal and _checkpoint_due():
+                await self._execute(_commit_and_checkpoint, self._conn)
+            elif (self._wal and conn is not None and self._running
+                    and self._finished == self._sent and self._inline_run < INLINE_RUN_SECONDS):
+                started = time.perf_counter()
+                conn.commit()
+                self._ran_inline(time.perf_counter() - started)
+            else:
+                await super().commit()
+        finally:
+            self._give_back_if_ended()
 
     async def rollback(self) -> None:
-        if not self._nothing_to_end():
-            await super().rollback()
+        try:
+            if not self._nothing_to_end():
+                await super().rollback()
+        finally:
+            self._give_back_if_ended()
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            self._give_back_gate()
 
 
 def async_creator(database: str, **kwargs: Any) -> Callable[[], Any]:
     """An `async_creator` for SQLAlchemy's aiosqlite dialect opening `database` this way."""
 
+    gate = WriteGate()
+
     async def connect() -> OneTripConnection:
         # inline statements run on the loop's thread, never while the worker runs one
         options = {**kwargs, "check_same_thread": False}
-        conn = OneTripConnection(lambda: sqlite3.connect(database, **options), 64)
+        conn = OneTripConnection(lambda: sqlite3.connect(database, **options), 64, gate=gate)
         conn._thread.daemon = True  # as SQLAlchemy does for aiosqlite's own connections
         return await conn
 

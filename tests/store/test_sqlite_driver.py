@@ -6,6 +6,7 @@ what cannot wait there."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from typing import Any
@@ -159,13 +160,23 @@ async def test_a_writer_waiting_for_the_lock_never_stalls_the_loop(sqlite_core: 
             Setting.key.in_(["first", "second"])))) == ["first", "second"]
 
 
-async def test_a_first_write_meeting_another_writer_waits_for_it_on_the_thread(
+def _database_file(core: Core) -> str:
+    database = core.engine.url.database
+    assert database and database != ":memory:"
+    return database
+
+
+async def test_a_first_write_meeting_another_process_s_writer_waits_for_it_on_the_thread(
         sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
-    """The first write of a transaction tries the loop with no busy wait: when another
-    connection holds the write lock it gives up at once, undoes its half-begun transaction
-    and waits on the thread instead; the connection keeps its busy timeout."""
-    async with sqlite_core.session() as holder:
-        await holder.execute(insert(Setting).values(key="held", value={"v": 1}))
+    """The first write of a transaction tries the loop with no busy wait: when a writer the
+    write gate does not know (another process) holds the lock, it gives up at once, undoes
+    its half-begun transaction and waits on the thread instead; the connection keeps its
+    busy timeout."""
+    other = sqlite3.connect(_database_file(sqlite_core), isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO settings (key, value, updated_at) "
+                      "VALUES ('held', '1', '2026-01-01 00:00:00')")
 
         async def second() -> None:
             async with sqlite_core.session() as s:
@@ -176,12 +187,102 @@ async def test_a_first_write_meeting_another_writer_waits_for_it_on_the_thread(
         waiting = asyncio.create_task(second())
         await asyncio.sleep(0.2)
         assert not waiting.done()  # waiting on the thread for the lock, the loop free
+        other.execute("COMMIT")
+    finally:
+        other.close()
     await asyncio.wait_for(waiting, 5)
     inserts = [seen for seen in threads_seen if seen[0] == "INSERT"]
-    assert inserts == [("INSERT", True), ("INSERT", True), ("INSERT", False)]
+    assert inserts == [("INSERT", True), ("INSERT", False)]
     async with sqlite_core.session() as s:
         assert sorted(await s.scalars(select(Setting.key).where(
             Setting.key.in_(["held", "waited"])))) == ["held", "waited"]
+
+
+async def test_writers_of_one_process_take_turns_at_the_write_gate(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+    """A second transaction of this process that wants to write while the first holds the
+    lock waits for the gate on the loop (not in SQLite's busy handler on the thread), is let
+    in as soon as the first commits, and writes inline; a reader is not held meanwhile."""
+    async with sqlite_core.session() as holder:
+        await holder.execute(insert(Setting).values(key="first", value={"v": 1}))
+        raw = (await holder.connection()).sync_connection.connection.driver_connection
+        gate = raw._gate
+        waits = gate.waits
+        order: list[str] = []
+
+        async def second() -> None:
+            async with sqlite_core.session() as s:
+                await s.execute(insert(Setting).values(key="second", value={"v": 2}))
+                order.append("second wrote")
+
+        waiting = asyncio.create_task(second())
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and gate.waits == waits + 1
+        async with sqlite_core.session() as reader:
+            assert await reader.get(Setting, "first") is None  # not committed yet
+        order.append("first commits")
+    await asyncio.wait_for(waiting, 5)
+    assert order == ["first commits", "second wrote"]
+    inserts = [seen for seen in threads_seen if seen[0] == "INSERT"]
+    assert inserts == [("INSERT", True), ("INSERT", True)]  # no trip to the thread
+    async with sqlite_core.session() as s:
+        assert sorted(await s.scalars(select(Setting.key).where(
+            Setting.key.in_(["first", "second"])))) == ["first", "second"]
+
+
+async def test_many_writers_of_one_process_each_get_their_turn(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+    """Forty writers whose transactions each hold the lock across an await (as a tour's save
+    does) all commit, each first write let in by the gate when the lock is free: none meets
+    the lock and waits in SQLite's busy handler on the thread, where it could be starved
+    into "database is locked"."""
+    async def writer(n: int) -> None:
+        await asyncio.sleep(n * 0.001)
+        async with sqlite_core.session() as s:
+            await s.execute(insert(Setting).values(key=f"turn-{n}", value={"v": n}))
+            await asyncio.sleep(0.005)
+            await s.execute(update(Setting).where(Setting.key == f"turn-{n}")
+                            .values(value={"v": -n}))
+
+    await asyncio.wait_for(asyncio.gather(*(writer(n) for n in range(40))), 30)
+    inserts = [on_loop for sql, on_loop in threads_seen if sql == "INSERT"]
+    assert inserts == [True] * 40
+    async with sqlite_core.session() as s:
+        assert await s.scalar(select(func.count()).select_from(Setting)
+                              .where(Setting.key.like("turn-%"))) == 40
+
+
+async def test_the_write_gate_goes_back_when_a_transaction_fails_or_is_cancelled(
+        sqlite_core: Core) -> None:
+    """A transaction that fails, or whose task is cancelled while it holds the gate, gives
+    the gate back with its rollback: the next writer is not kept waiting."""
+    with pytest.raises(IntegrityError):
+        async with sqlite_core.session() as s:
+            s.add(Setting(key="dup", value={"v": 1}))
+            await s.flush()
+            await s.execute(insert(Setting).values(key="dup", value={"v": 2}))
+    held = asyncio.Event()
+
+    async def cancelled() -> None:
+        async with sqlite_core.session() as s:
+            await s.execute(insert(Setting).values(key="cancelled", value={"v": 1}))
+            held.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.create_task(cancelled())
+    await asyncio.wait_for(held.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    async def write() -> None:
+        async with sqlite_core.session() as s:
+            await s.execute(insert(Setting).values(key="after", value={"v": 1}))
+
+    await asyncio.wait_for(write(), 2)  # well within the gate's and SQLite's 10 s
+    async with sqlite_core.session() as s:
+        assert await s.get(Setting, "cancelled") is None
+        assert await s.get(Setting, "after") is not None
 
 
 async def test_a_rollback_after_a_cancelled_write_undoes_it_once_the_thread_ran_it(
