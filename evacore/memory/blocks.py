@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import Select, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
@@ -131,12 +132,22 @@ async def list_blocks(s: AsyncSession, scope_kind: str | None = None,
     return list(rows)
 
 
+@cache
+def _blocks_statement(scopes: int) -> Select[tuple[MemoryBlock]]:
+    """Built once per number of scopes: a tour's read costs no statement construction."""
+    return select(MemoryBlock).where(or_(*(
+        (MemoryBlock.scope_kind == bindparam(f"p_kind_{n}"))
+        & (MemoryBlock.scope_id == bindparam(f"p_id_{n}")) for n in range(scopes))))
+
+
 async def blocks_for_chat(s: AsyncSession, scopes: ChatScopes) -> list[MemoryBlock]:
     """Every block in this chat's prompts, in prompt order (user, character, chat; then by
     creation)."""
-    conditions = [(MemoryBlock.scope_kind == k) & (MemoryBlock.scope_id == i)
-                  for k, i in scopes.pairs()]
-    rows = (await s.scalars(select(MemoryBlock).where(or_(*conditions)))).all()
+    pairs = scopes.pairs()
+    params = {}
+    for n, (kind, scope_id) in enumerate(pairs):
+        params[f"p_kind_{n}"], params[f"p_id_{n}"] = kind, scope_id
+    rows = (await s.scalars(_blocks_statement(len(pairs)), params)).all()
     return sorted(rows, key=lambda b: (SCOPE_ORDER.get(b.scope_kind, 9), b.created_at, b.id))
 
 

@@ -63,6 +63,24 @@ def chat_keys(chat_id: str, character_id: str | None, *, messages: bool = True,
     return keys
 
 
+@cache
+def _any_chunk_statement(keys: int) -> Select[Any]:
+    """Built once per number of scope keys, each its own parameter (no expanding IN): the
+    check runs without statement construction, on SQLite in one direct trip."""
+    return (select(chunks.c.id)
+            .where(chunks.c.scope_key.in_([bindparam(f"p_key_{i}") for i in range(keys)]))
+            .limit(1))
+
+
+async def any_chunk(s: AsyncSession, keys: list[str]) -> bool:
+    """Whether anything is indexed under one of these scope keys (one indexed lookup)."""
+    if not keys:
+        return False
+    rows = await direct.execute(s, _any_chunk_statement(len(keys)),
+                                {f"p_key_{i}": key for i, key in enumerate(keys)})
+    return bool(rows)
+
+
 async def load_messages(s: AsyncSession, chat_id: str, *, ids: list[str] | None = None,
                         from_position: int | None = None, newest: int | None = None,
                         limit: int = 500) -> list[IndexedMessage]:

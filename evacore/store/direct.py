@@ -138,4 +138,6 @@ async def execute(session: AsyncSession, stmt: ClauseElement,
                 return rows
             return [_read(row, columns) for row in rows]
     result = await session.execute(stmt, params)
-    return result.all() if result.returns_rows else ()
+    # a write that returns nothing reads as no rows (an ORM `SELECT`'s result has no
+    # `returns_rows`: it always returns rows)
+    return result.all() if getattr(result, "returns_rows", True) else ()

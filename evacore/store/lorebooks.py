@@ -17,13 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import new_id, utcnow
 from evacore.errors import Conflict, ImportInvalid, InvalidInput, NotFound
 from evacore.formats.worldinfo import read_world_info, write_world_info
 from evacore.lore.model import Lorebook, LoreEntry
+from evacore.store import direct
 from evacore.store.tables import Lorebook as BookRow
 from evacore.store.tables import LorebookLink
 from evacore.store.tables import LoreEntry as EntryRow
@@ -345,19 +346,27 @@ def link_json(link: LorebookLink) -> dict[str, Any]:
     return {"target_kind": link.target_kind, "target_id": link.target_id}
 
 
+def _link_to(kind: str) -> Any:
+    return (LorebookLink.target_kind == kind) & (LorebookLink.target_id == bindparam(kind))
+
+
+_LINKED_BOOKS = (
+    select(LorebookLink.lorebook_id, LorebookLink.target_kind, BookRow.name, BookRow.updated_at)
+    .join(BookRow, BookRow.id == LorebookLink.lorebook_id)
+    .where(or_(LorebookLink.target_kind == "global", _link_to("chat"), _link_to("character"),
+               _link_to("persona")))
+    .order_by(LorebookLink.id))
+"""Built once: a target that is absent is matched as NULL, which no link's target equals."""
+
+
 async def linked_books(session: AsyncSession, *, chat_id: str | None, character_id: str | None,
                        persona_id: str | None) -> list[tuple[str, str, str, datetime]]:
     """(book id, source, name, updated_at) of every book linked to these targets or globally,
     links in creation order."""
-    wanted = [LorebookLink.target_kind == "global"]
-    for kind, target in (("chat", chat_id), ("character", character_id), ("persona", persona_id)):
-        if target:
-            wanted.append((LorebookLink.target_kind == kind) & (LorebookLink.target_id == target))
-    stmt = (select(LorebookLink.lorebook_id, LorebookLink.target_kind, BookRow.name,
-                   BookRow.updated_at)
-            .join(BookRow, BookRow.id == LorebookLink.lorebook_id)
-            .where(or_(*wanted)).order_by(LorebookLink.id))
-    return [(a, b, c, d) for a, b, c, d in (await session.execute(stmt)).all()]
+    rows = await direct.execute(session, _LINKED_BOOKS, {
+        "chat": chat_id or None, "character": character_id or None,
+        "persona": persona_id or None})
+    return [(a, b, c, d) for a, b, c, d in rows]
 
 
 async def unlink_target(session: AsyncSession, kind: str, target_id: str, *,

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, true
+from sqlalchemy import Select, bindparam, case, delete, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.errors import NotFound
 from evacore.rules import Rule, RuleCounts
+from evacore.store import direct
 from evacore.store.tables import SeedMeta, StreamRule, StreamRuleStat, Tour, Variant
 
 RULE_FIELDS = (
@@ -119,12 +121,37 @@ async def delete_rule(session: AsyncSession, name: str) -> None:
         raise NotFound(f"no stream rule named {name!r}")
 
 
+_VERSION = select(func.count(StreamRule.id).label("n"),
+                  func.max(StreamRule.updated_at).label("newest"))
+"""Built once, as the other statements a tour start runs."""
+
+
+@cache
+def _records_statement(names: int) -> Select[Any]:
+    """The newest firing turn per named rule in one chat, one parameter per name."""
+    return (select(StreamRuleStat.rule.label("rule"), func.max(StreamRuleStat.turn).label("turn"))
+            .where(StreamRuleStat.rule.in_([bindparam(f"p_rule_{i}") for i in range(names)]),
+                   StreamRuleStat.chat_id == bindparam("p_chat_id"))
+            .group_by(StreamRuleStat.rule))
+
+
+@cache
+def _version_and_records_statement(names: int) -> Select[Any]:
+    version, records = _VERSION.subquery(), _records_statement(names).subquery()
+    return select(version.c.n, version.c.newest, records.c.rule, records.c.turn).select_from(
+        version.outerjoin(records, true()))
+
+
+def _records_params(chat_id: str, names: Sequence[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {f"p_rule_{i}": name for i, name in enumerate(names)}
+    params["p_chat_id"] = chat_id
+    return params
+
+
 async def rules_version(session: AsyncSession) -> tuple[int, str | None]:
     """A cheap fingerprint of the stored rules: (count, newest `updated_at`). Every write through
     this module changes it, so a cached rule set is rebuilt only when it differs."""
-    count, newest = (
-        await session.execute(select(func.count(StreamRule.id), func.max(StreamRule.updated_at)))
-    ).one()
+    count, newest = (await direct.execute(session, _VERSION, {}))[0]
     return int(count or 0), _stamp(newest)
 
 
@@ -135,22 +162,8 @@ async def version_and_records(
     trip to the database."""
     if not names:
         return await rules_version(session), []
-    version = select(
-        func.count(StreamRule.id).label("n"), func.max(StreamRule.updated_at).label("newest")
-    ).subquery()
-    records = (
-        select(StreamRuleStat.rule.label("rule"), func.max(StreamRuleStat.turn).label("turn"))
-        .where(StreamRuleStat.rule.in_(list(names)), StreamRuleStat.chat_id == chat_id)
-        .group_by(StreamRuleStat.rule)
-        .subquery()
-    )
-    rows = (
-        await session.execute(
-            select(version.c.n, version.c.newest, records.c.rule, records.c.turn).select_from(
-                version.outerjoin(records, true())
-            )
-        )
-    ).all()
+    rows = await direct.execute(session, _version_and_records_statement(len(names)),
+                                _records_params(chat_id, names))
     found = [(rule, int(turn or 0)) for _, _, rule, turn in rows if rule is not None]
     return (int(rows[0][0] or 0), _stamp(rows[0][1])), found
 
@@ -205,12 +218,9 @@ async def repeat_records(
     """(rule, turn) of this chat's firings of the named rules: the input of `RepeatState`."""
     if not names:
         return []
-    result = await session.execute(
-        select(StreamRuleStat.rule, func.max(StreamRuleStat.turn))
-        .where(StreamRuleStat.rule.in_(list(names)), StreamRuleStat.chat_id == chat_id)
-        .group_by(StreamRuleStat.rule)
-    )
-    return [(rule, int(turn or 0)) for rule, turn in result.all()]
+    rows = await direct.execute(session, _records_statement(len(names)),
+                                _records_params(chat_id, names))
+    return [(rule, int(turn or 0)) for rule, turn in rows]
 
 
 async def firings_of_tour(session: AsyncSession, tour_id: str) -> list[dict[str, Any]]:

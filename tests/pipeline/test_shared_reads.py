@@ -5,10 +5,12 @@ failed inside a stage, or aborted), and nothing held while the plugins' intercep
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import event
 
 from evacore.core import Core
 from evacore.pipeline.reads import end_reads, reads
@@ -21,6 +23,26 @@ from tests.generate.helpers import fake_connection, messages, new_chat, stream
 
 def _checked_out(core: Core) -> int:
     return int(core.engine.sync_engine.pool.checkedout())
+
+
+@pytest.fixture
+def holders(core: Core) -> Iterator[dict[int, asyncio.Task[Any] | None]]:
+    """The task that checked out each pooled connection now out (background work a tour
+    leaves, such as the retrieval index's update, holds its own)."""
+    held: dict[int, asyncio.Task[Any] | None] = {}
+
+    def out(_dbapi: Any, record: Any, _proxy: Any) -> None:
+        held[id(record)] = asyncio.current_task()
+
+    def back(_dbapi: Any, record: Any) -> None:
+        held.pop(id(record), None)
+
+    pool = core.engine.sync_engine.pool
+    event.listen(pool, "checkout", out)
+    event.listen(pool, "checkin", back)
+    yield held
+    event.remove(pool, "checkout", out)
+    event.remove(pool, "checkin", back)
 
 
 async def _settled(core: Core) -> int:
@@ -65,7 +87,7 @@ async def test_a_failure_inside_ends_the_session_and_the_next_stage_reads_in_a_n
 
 async def test_tours_give_every_connection_back(
     client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream,
-    monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch, holders: dict[int, asyncio.Task[Any] | None]
 ) -> None:
     chat = await new_chat(client, await fake_connection(client, openai_fake))
     held_by_interceptors: list[int] = []
@@ -73,7 +95,8 @@ async def test_tours_give_every_connection_back(
 
     async def watched(self: Interceptors, core_: Core, tour: Tour) -> None:
         # plugins may wait here for seconds: the tour holds no connection meanwhile
-        held_by_interceptors.append(_checked_out(core_))
+        task = asyncio.current_task()
+        held_by_interceptors.append(sum(1 for t in holders.values() if t is task))
         await interceptors_run(self, core_, tour)
 
     monkeypatch.setattr(Interceptors, "run", watched)

@@ -73,6 +73,15 @@ async def test_concurrent_sessions_write_without_losing_rows(sqlite_core: Core) 
 
 
 @pytest.fixture
+def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No statement counts as slow or as a long inline run here: a test about where a
+    statement runs is not turned by a machine so busy that one took milliseconds."""
+    monkeypatch.setattr(sqlite_driver, "_SLOW", set())
+    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", 1.0)
+    monkeypatch.setattr(sqlite_driver, "INLINE_RUN_SECONDS", 1.0)
+
+
+@pytest.fixture
 def threads_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
     """(statement, ran on the event loop's thread) for every statement the driver runs."""
     seen: list[tuple[str, bool]] = []
@@ -199,7 +208,7 @@ async def test_a_first_write_meeting_another_process_s_writer_waits_for_it_on_th
 
 
 async def test_writers_of_one_process_take_turns_at_the_write_gate(
-        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]], unhurried: None) -> None:
     """A second transaction of this process that wants to write while the first holds the
     lock waits for the gate on the loop (not in SQLite's busy handler on the thread), is let
     in as soon as the first commits, and writes inline; a reader is not held meanwhile."""
@@ -231,7 +240,7 @@ async def test_writers_of_one_process_take_turns_at_the_write_gate(
 
 
 async def test_many_writers_of_one_process_each_get_their_turn(
-        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]], unhurried: None) -> None:
     """Forty writers whose transactions each hold the lock across an await (as a tour's save
     does) all commit, each first write let in by the gate when the lock is free: none meets
     the lock and waits in SQLite's busy handler on the thread, where it could be starved
@@ -324,7 +333,7 @@ async def test_a_long_run_of_inline_statements_goes_to_the_thread_now_and_then(
 
 
 async def test_commits_run_inline_and_every_few_a_checkpoint_follows_on_the_thread(
-        sqlite_core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+        sqlite_core: Core, monkeypatch: pytest.MonkeyPatch, unhurried: None) -> None:
     """A write transaction costs no trip to the thread when nobody else writes: first write,
     later writes and the commit all run on the loop, and what it wrote is stored (another
     connection reads it). Every `CHECKPOINT_EVERY`th commit goes to the thread instead and

@@ -10,16 +10,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-
 from evacore.errors import Aborted
 from evacore.logs import get_logger
 from evacore.memory.blocks import ChatScopes, blocks_for_chat, render_block
-from evacore.memory.index import backfill, chat_keys
+from evacore.memory.index import any_chunk, backfill, chat_keys
 from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
 from evacore.memory.ranking import Candidate, pack
 from evacore.memory.retrieve import Query, search
-from evacore.memory.schema import chunks
 from evacore.pipeline.reads import end_reads, reads
 from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text
 from evacore.prompt.elements import Element
@@ -219,12 +216,8 @@ async def _any_documents(s: Any, tour: Tour, opts: RetrievalOptions) -> bool:
     keys = [k for k in chat_keys(tour.chat_id, tour.data["chat"].get("character_id"),
                                  messages=False, documents=True)]
 
-    async def load() -> bool:
-        row = await s.execute(select(chunks.c.id).where(chunks.c.scope_key.in_(keys)).limit(1))
-        return row.first() is not None
-
     # a document's chunks come and go with its row in `retrieval_documents` (the topic)
-    return await recall(s, "documents", tuple(keys), load)
+    return await recall(s, "documents", tuple(keys), lambda: any_chunk(s, keys))
 
 
 def render(opts: RetrievalOptions, c: Candidate) -> str:
