@@ -29,7 +29,7 @@ REPEATS = 1
 RATE = 250
 """Samples a second."""
 TOURS, QUICK_TOURS = 200, 20
-PACED_TOURS, QUICK_PACED_TOURS = 6, 1
+PACED_TOURS, QUICK_PACED_TOURS = 30, 1
 PER_CHAT = 20
 """One-token tours per chat, as the relay benchmark's `tour1`: the history stays short."""
 LOOP = "Runner.run (asyncio/runners.py"
