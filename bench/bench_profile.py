@@ -33,7 +33,9 @@ PACED_TOURS, QUICK_PACED_TOURS = 30, 1
 PER_CHAT = 20
 """One-token tours per chat, as the relay benchmark's `tour1`: the history stays short."""
 LOOP = "Runner.run (asyncio/runners.py"
-"""The frame every sample of the event loop's thread holds."""
+"""The frame every sample of the event loop's thread holds (but those inside a greenlet)."""
+GREENLET_ROOTS = ("Session.", "TransactionalContext.", "AsyncAdapt_")
+"""How the stacks of SQLAlchemy's synchronous code run inside its greenlets begin."""
 
 PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("http_request", ("RequestResponseCycle.run_asgi (",),
@@ -54,7 +56,8 @@ PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("stage_13_postprocess", ("PostProcess.run (",), "stage 13"),
     ("stage_14_save", ("Save.run (",), "stage 14"),
     ("orm_sessions", ("Database.session (", "greenlet_spawn ("),
-     "opening, committing and closing SQLAlchemy sessions and its greenlet hops"),
+     ("SQLAlchemy's sessions: opening, committing and closing them, its greenlet hops and "
+      "the synchronous code run inside them")),
     ("sqlite_statements", ("OneTripConnection.run (", "OneTripConnection._trip (",
                            "OneTripConnection.commit ("),
      "SQLite statements and commits run by the driver"),
@@ -69,26 +72,41 @@ def _py_spy() -> str | None:
     return str(here) if here.exists() else shutil.which("py-spy")
 
 
+def _in_greenlet(stack: str) -> bool:
+    """A stack of SQLAlchemy's synchronous code run inside one of its greenlets on the loop's
+    thread: py-spy samples it apart from the coroutine that awaits it, rooted in the ORM."""
+    return stack.startswith(GREENLET_ROOTS)
+
+
 def shares(raw: str) -> tuple[int, dict[str, float]]:
     """(samples of the loop's thread, each part's share of them in %) from py-spy's raw
     output (`frame;frame;… count` a line). `loop_own` is the share whose innermost Python
-    frame is the loop itself: uvloop's C code and the system calls it makes."""
+    frame is the loop itself: uvloop's C code and the system calls it makes. Samples inside
+    SQLAlchemy's greenlets count for the loop's thread and for `orm_sessions` (and
+    `orm_in_greenlets`), though not for the stage that awaited them."""
     counts: collections.Counter[str] = collections.Counter()
     total = 0
     for line in raw.splitlines():
         stack, _, n = line.rpartition(" ")
-        if LOOP not in stack or not n.isdigit():
+        if not n.isdigit():
+            continue
+        greenlet = _in_greenlet(stack)
+        if LOOP not in stack and not greenlet:
             continue
         samples = int(n)
         total += samples
         frames = stack.split(";")
+        if greenlet:
+            counts["orm_in_greenlets"] += samples
+            counts["orm_sessions"] += samples
+            continue
         if LOOP in frames[-1]:
             counts["loop_own"] += samples
         for name, marks, _ in PARTS:
             if any(mark in frame for frame in frames for mark in marks):
                 counts[name] += samples
     return total, {name: 100.0 * counts[name] / total for name in
-                   ("loop_own", *(p[0] for p in PARTS))} if total else {}
+                   ("loop_own", *(p[0] for p in PARTS), "orm_in_greenlets")} if total else {}
 
 
 def _tours(chats: _Chats, tours: int) -> None:
@@ -136,7 +154,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                      "no profile taken")]
     rows: list[dict[str, Any]] = []
     notes = {"loop_own": "the loop's own C code (uvloop) and its system calls",
-             **{name: note for name, _, note in PARTS}}
+             **{name: note for name, _, note in PARTS},
+             "orm_in_greenlets": "SQLAlchemy's synchronous code inside its greenlets (sampled "
+             "apart from the stage that awaited it; part of orm_sessions)"}
     scenarios = (("tour1", 1, 0.0, QUICK_TOURS if quick else TOURS,
                   "one-token tours, a new chat every 20"),
                  ("paced", 200, 2.0, QUICK_PACED_TOURS if quick else PACED_TOURS,

@@ -243,7 +243,12 @@ def test_r11_the_profile_counts_each_part_of_the_loops_samples() -> None:
         f"{loop};RequestResponseCycle.run_asgi (h.py:2);solve_dependencies (f.py:5) 10",
         f"{loop} 40",
         "Thread._bootstrap (threading.py:1);_connection_worker_thread (a.py:2) 500",
+        "Session.execute (sqlalchemy/orm/session.py:2);Session._execute_internal (s.py:3) 25",
     ])
+    total, parts = profile.shares(raw)
+    assert total == 125  # the greenlet's samples are the loop thread's; the worker's are not
+    assert parts["orm_in_greenlets"] == parts["orm_sessions"] == 20.0
+    raw = "\n".join(raw.splitlines()[:-1])
     total, parts = profile.shares(raw)
     assert total == 100
     assert parts["stage_14_save"] == parts["diagnostics_redaction"] == 30.0
