@@ -277,11 +277,9 @@ class OneTripConnection(aiosqlite.Connection):
         """The write gate, before a write of a transaction that holds it not yet; kept while
         the transaction is open. One that ended (or never began) gives it back first."""
         assert self._gate is not None
+        self._give_back_if_ended()
         if self._holds_gate:
-            conn = self._connection
-            if conn is not None and (conn.in_transaction or self._finished != self._sent):
-                return
-            self._give_back_gate()
+            return
         seconds = (self._busy_ms if self._busy_ms is not None else 10_000) / 1000
         self._holds_gate = await self._gate.take(seconds)
 
@@ -294,8 +292,7 @@ class OneTripConnection(aiosqlite.Connection):
     def _give_back_if_ended(self) -> None:
         """The gate goes back unless a transaction is still open (a commit that failed
         leaves it open, to be rolled back: the gate goes with that)."""
-        conn = self._connection
-        if conn is None or (not conn.in_transaction and self._finished == self._sent):
+        if self._connection is None or self._nothing_to_end():
             self._give_back_gate()
 
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

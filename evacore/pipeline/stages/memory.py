@@ -213,8 +213,8 @@ async def _any_documents(s: Any, tour: Tour, opts: RetrievalOptions) -> bool:
     """Whether a data-bank document is in this chat's scope (one indexed lookup)."""
     if not opts.documents:
         return False
-    keys = [k for k in chat_keys(tour.chat_id, tour.data["chat"].get("character_id"),
-                                 messages=False, documents=True)]
+    keys = chat_keys(tour.chat_id, tour.data["chat"].get("character_id"),
+                     messages=False, documents=True)
 
     # a document's chunks come and go with its row in `retrieval_documents` (the topic)
     return await recall(s, "documents", tuple(keys), lambda: any_chunk(s, keys))
