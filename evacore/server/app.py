@@ -25,6 +25,7 @@ from evacore.importing.upload import MULTIPART_SLACK
 from evacore.logs import get_logger
 from evacore.server.auth import TokenBeforeBody
 from evacore.server.errors import install_error_handlers
+from evacore.server.hot_route import HotRoute
 from evacore.server.limits import BodyLimit, RouteLimit
 from evacore.server.routes import (
     characters,
@@ -105,7 +106,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None,
             if own:
                 await app.state.core.aclose()
 
-    app = FastAPI(
+    app = EvacoreApp(
         title="evacore",
         version=__version__,
         description="A self-hosted LLM conversation core.",
@@ -127,7 +128,23 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None,
     routes += [RouteLimit(methods, path, settings.limits.max_body_bytes, _facade_refusal)
                for methods, path in facade]
     app.add_middleware(BodyLimit, default=settings.limits.max_body_bytes, routes=routes)
+    app.hot_route = HotRoute(settings.limits.max_body_bytes)
     return app
+
+
+class EvacoreApp(FastAPI):
+    """The app, which lets its hot route (hot_route.py) answer an ordinary generate request
+    before the framework's layers; every other request, and any it is not sure of, goes
+    through them."""
+
+    hot_route: HotRoute | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.hot_route is not None:
+            receive = await self.hot_route(self, scope, receive, send)
+            if receive is None:
+                return
+        await super().__call__(scope, receive, send)
 
 
 def _freeze_startup_heap() -> None:

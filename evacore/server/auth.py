@@ -74,7 +74,7 @@ class TokenBeforeBody:
             if (path.startswith("/v1/") and path not in PUBLIC_PATHS
                     and not any(p.match(path) for p in self.exempt)):
                 core = scope["app"].state.core
-                token = _bearer_token(scope)
+                token = bearer_token(scope)
                 known = None if token is None else await identify(
                     core.session, core.token_cache, token)
                 if known is None:
@@ -92,7 +92,7 @@ def _has_body(scope: Any) -> bool:
     return False
 
 
-def _bearer_token(scope: Any) -> str | None:
+def bearer_token(scope: Any) -> str | None:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")

@@ -49,43 +49,43 @@ def _describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(EvacoreError)
-    async def _evacore(_: Request, exc: EvacoreError) -> JSONResponse:
+def response_for(exc: Exception) -> JSONResponse:
+    """The answer to an exception a route raised: the one error body with its status (an
+    unexpected exception is logged and becomes 500 `internal`)."""
+    if isinstance(exc, EvacoreError):
         status = exc.status if exc.status < 500 or exc.code != "internal" else 500
         if status >= 500 and exc.code == "internal":
             log.error("request.failed", error=str(exc))
         extra = {"details": exc.details} if exc.details else {}
         return error_response(status, exc.code, exc.message, **extra)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    if isinstance(exc, RequestValidationError):
         return error_response(422, "invalid_input", _describe_validation(exc))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if isinstance(exc, StarletteHTTPException):
         code = _HTTP_CODES.get(exc.status_code, "error")
         return error_response(exc.status_code, code, str(exc.detail))
-
-    @app.exception_handler(IntegrityError)
-    async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
+    if isinstance(exc, IntegrityError):
         log.warning("request.integrity_error", error=str(exc.orig)[:200])
         return error_response(409, "conflict", "that conflicts with what is stored")
-
-    @app.exception_handler(StaleDataError)
-    async def _stale(_: Request, exc: StaleDataError) -> JSONResponse:
+    if isinstance(exc, StaleDataError):
         # a row this request read was changed or removed by another one meanwhile
         log.warning("request.stale_row", error=str(exc)[:200])
         return error_response(409, "conflict", "another request changed this record at the "
                               "same time; read it again and retry")
-
-    @app.exception_handler(OverflowError)
-    async def _overflow(_: Request, exc: OverflowError) -> JSONResponse:
+    if isinstance(exc, OverflowError):
         # a number from the request too large for the database (past 64 bits)
         log.warning("request.number_out_of_range", error=str(exc)[:200])
         return error_response(422, "invalid_input", "a number in the request is out of range")
+    log.exception("request.crashed", error_type=type(exc).__name__, exc_info=exc)
+    return error_response(500, "internal", "internal error")
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("request.crashed", error_type=type(exc).__name__)
-        return error_response(500, "internal", "internal error")
+
+_HANDLED = (EvacoreError, RequestValidationError, StarletteHTTPException, IntegrityError,
+            StaleDataError, OverflowError, Exception)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def _handle(_: Request, exc: Exception) -> JSONResponse:
+        return response_for(exc)
+
+    for kind in _HANDLED:
+        app.add_exception_handler(kind, _handle)

@@ -55,23 +55,28 @@ class OpenAIRoute(APIRoute):
         handle = super().get_route_handler()
 
         async def handler(request: Request) -> Response:
-            try:
-                return await handle(request)
-            except FacadeError as exc:
-                return exc.response()
-            except EvacoreError as exc:
-                return from_evacore(exc).response()
-            except RequestValidationError as exc:
-                return FacadeError(400, f"Invalid request: {exc.errors()[:1]}",
-                                   code="invalid_value").response()
-            except HTTPException as exc:
-                return FacadeError(exc.status_code, str(exc.detail)).response()
-            except Exception:
-                log.exception("openai.crashed")
-                return FacadeError(500, "The server had an error while processing the request.",
-                                   code="internal", type="server_error").response()
+            return await in_openai_terms(handle(request))
 
         return handler
+
+
+async def in_openai_terms(answering: Awaitable[Response]) -> Response:
+    """The answer, or the failure that came instead in OpenAI's error envelope."""
+    try:
+        return await answering
+    except FacadeError as exc:
+        return exc.response()
+    except EvacoreError as exc:
+        return from_evacore(exc).response()
+    except RequestValidationError as exc:
+        return FacadeError(400, f"Invalid request: {exc.errors()[:1]}",
+                           code="invalid_value").response()
+    except HTTPException as exc:
+        return FacadeError(exc.status_code, str(exc.detail)).response()
+    except Exception:
+        log.exception("openai.crashed")
+        return FacadeError(500, "The server had an error while processing the request.",
+                           code="internal", type="server_error").response()
 
 
 router = APIRouter(route_class=OpenAIRoute, tags=["openai"])

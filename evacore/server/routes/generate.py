@@ -15,8 +15,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import Receive
 
 from evacore.channels.event_stream import EventStream
+from evacore.core import Core
 from evacore.domain.connection_params import RequestParamsField
 from evacore.domain.images import Images
 from evacore.domain.json_values import JsonObject
@@ -104,10 +106,19 @@ def result_json(tour: Tour) -> dict[str, Any]:
 @router.post("/chats/{chat_id}/generate")
 async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
                    request: Request) -> Any:
+    return await answer(core, chat_id, body, who, request.receive)
+
+
+async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
+                 receive: Receive) -> Response:
+    """The answer to a generate request whose body and caller are checked: the tour's
+    events as SSE, its result as JSON, or the error that refused it before it began.
+    `receive`: the request's ASGI receive (its body already read), to notice a client that
+    goes away."""
     running = core.tours.start(tour_request(chat_id, body, who))
     tour = running.tour
     if not body.stream:
-        gone = asyncio.ensure_future(_client_gone(request))
+        gone = asyncio.ensure_future(_client_gone(receive))
         try:
             await asyncio.wait({running.task, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not running.task.done():  # nobody waits for the answer any more
@@ -125,7 +136,7 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
     events = aiter(running.batches())
     # The first batch may be a while (stages 1-9, or the chat's earlier tour still running):
     # a client that leaves meanwhile aborts the tour, which then stores nothing it had not.
-    gone = asyncio.ensure_future(_client_gone(request))
+    gone = asyncio.ensure_future(_client_gone(receive))
     nxt = asyncio.ensure_future(anext(events, None))
     try:
         await asyncio.wait({nxt, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -150,10 +161,10 @@ async def generate(chat_id: str, body: GenerateIn, who: AnyUser, core: CoreDep,
                        write_through=(tour.events, _frames))
 
 
-async def _client_gone(request: Request) -> None:
+async def _client_gone(receive: Receive) -> None:
     """Return when the client closes its connection (the body has been read already, so
     the next ASGI message is the disconnect; servers do not cancel the endpoint for it)."""
-    while (await request.receive())["type"] != "http.disconnect":
+    while (await receive())["type"] != "http.disconnect":
         pass
 
 
