@@ -54,6 +54,12 @@ def _loads(text: str | bytes) -> Any:
         return json.loads(text)  # NaN / Infinity written by an older release
 
 
+SQLITE_POOL_SIZE = 32
+"""SQLite connections of one process, all kept once opened and none opened beyond: under
+load a tour waiting for its turn to write holds its connection, and a connection opened and
+closed for each busy moment (a thread and four pragmas each time) costs more than one kept."""
+
+
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An async engine; SQLite gets WAL, a busy timeout and foreign keys on every connection."""
     kwargs.setdefault("json_serializer", _dumps)
@@ -63,6 +69,8 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         args, params = aiosqlite_dialect().create_connect_args(make_url(url))
+        kwargs.setdefault("pool_size", SQLITE_POOL_SIZE)
+        kwargs.setdefault("max_overflow", 0)
         engine = create_async_engine(
             url, async_creator=async_creator(*args, **{**params, "timeout": 10}), **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)

@@ -16,10 +16,11 @@ in WAL mode, its commit. The first write of a transaction may have to wait for a
 writer, who may need the loop to finish: it is tried inline with the busy timeout at zero
 and, when another writer holds the lock, undone and sent to the thread to wait there. Every
 `CHECKPOINT_EVERY`th commit goes to the thread with a checkpoint of the WAL after it, so a
-commit on the loop never copies the WAL into the database. `executemany`, rollbacks, any
-statement once seen running longer than `INLINE_SECONDS`, and the next statement once
-`INLINE_RUN_SECONDS` of them ran inline in a row (the loop running nothing else between
-them) go to the thread, and so does everything while a call of this connection is there.
+commit on the loop never copies the WAL into the database. `executemany`, rollbacks, a
+statement seen using more than `INLINE_SECONDS` of the loop's CPU (for its next runs, more
+of them each time it is seen so again), and the next statement once `INLINE_RUN_SECONDS` of
+them ran inline in a row (the loop running nothing else between them) go to the thread, and
+so does everything while a call of this connection is there.
 
 SQLite lets one transaction write at a time; a writer that finds the lock taken sleeps in
 SQLite's busy handler, waking at growing intervals (up to 100 ms) to try again, and may lose
@@ -46,8 +47,16 @@ from typing import Any, Self
 import aiosqlite
 
 INLINE_SECONDS = 0.002
-"""A statement that once ran longer than this on the event loop runs on the thread from then
-on (a full-text search over a large index, a big delete): the loop never stalls twice."""
+"""A statement that used more CPU than this on the event loop runs on the thread for its next
+`SLOW_RUNS` runs, twice as many each time it is seen so again (up to `SLOW_RUNS_MAX`; half
+as many after a quick run on the loop): one slow by nature (a full-text search over a large
+index, a big delete) is back on the loop once in thousands of runs, one slowed once (a
+full-text index merging its segments) after a few. Only the statement's own CPU counts: time the loop's thread was not running (the CPU
+given to another thread or process) is not the statement's cost. A statement that holds the
+write gate and goes to the thread keeps every other writer waiting for the loop to come
+round: it is sent there only when it has to be."""
+SLOW_RUNS = 2
+SLOW_RUNS_MAX = 4096
 INLINE_RUN_SECONDS = 0.005
 """Inline statements of one connection since its last trip to the thread, past this much
 time, send the next one to the thread: a long run of quick statements (a big transaction)
@@ -57,7 +66,9 @@ CHECKPOINT_EVERY = 32
 right after the commit that reaches the count. A commit on the loop never copies the WAL
 into the database: SQLite's own automatic checkpoint, which a commit runs once the WAL
 holds 1000 pages, is left as a safety net these keep it from reaching."""
-_SLOW: set[str] = set()
+_SLOW: dict[str, list[int]] = {}
+"""Statements seen slow on the loop: [runs on the thread owed after the last slow one, runs
+still owed]."""
 _SLOW_LIMIT = 4096
 _commits = 0
 """Commits since the last checkpoint (all connections of this process)."""
@@ -77,9 +88,32 @@ def _busy(error: sqlite3.OperationalError) -> bool:
 
 
 def _slow(sql: str) -> None:
-    if len(_SLOW) >= _SLOW_LIMIT:
-        _SLOW.clear()
-    _SLOW.add(sql)
+    """`sql` used more than `INLINE_SECONDS` of the loop's CPU: its next runs go to the
+    thread, twice as many as the last time it was slow."""
+    entry = _SLOW.get(sql)
+    if entry is None:
+        if len(_SLOW) >= _SLOW_LIMIT:
+            _SLOW.clear()
+        _SLOW[sql] = [SLOW_RUNS, SLOW_RUNS]
+    else:
+        entry[0] = entry[1] = min(entry[0] * 2, SLOW_RUNS_MAX)
+
+
+def _fast(sql: str) -> None:
+    """`sql` ran quickly on the loop: if it was slow before, it owes half as many runs to
+    the thread the next time it is slow (a slow one now and then stays a short penalty)."""
+    entry = _SLOW.get(sql)
+    if entry is not None:
+        entry[0] = max(SLOW_RUNS // 2, entry[0] // 2)
+
+
+def _owed_to_thread(sql: str) -> bool:
+    """Whether this run of `sql` goes to the thread for having been slow (and counts it)."""
+    entry = _SLOW.get(sql)
+    if entry is None or entry[1] <= 0:
+        return False
+    entry[1] -= 1
+    return True
 
 
 def _commit_and_checkpoint(conn: sqlite3.Connection) -> None:
@@ -219,7 +253,7 @@ class OneTripConnection(aiosqlite.Connection):
             await self._take_gate()
         conn = self._connection
         if (conn is not None and self._running and not many and self._finished == self._sent
-                and self._inline_run < INLINE_RUN_SECONDS and sql not in _SLOW):
+                and self._inline_run < INLINE_RUN_SECONDS and not _owed_to_thread(sql)):
             if conn.in_transaction or _reads(sql):
                 return self._inline(conn, sql, parameters)
             if _writes_row(sql):
@@ -229,14 +263,15 @@ class OneTripConnection(aiosqlite.Connection):
         return await self._execute(_run, self._conn, sql, parameters, many)  # type: ignore[no-any-return]
 
     def _inline(self, conn: sqlite3.Connection, sql: str, parameters: Any) -> tuple[Any, ...]:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return _run(conn, sql, parameters, False)
         finally:
-            took = time.perf_counter() - started
-            self._ran_inline(took)
-            if took > INLINE_SECONDS:
+            self._ran_inline(time.perf_counter() - started)
+            if time.thread_time() - cpu > INLINE_SECONDS:
                 _slow(sql)
+            elif _SLOW:
+                _fast(sql)
 
     def _ran_inline(self, seconds: float) -> None:
         """Count inline time toward the run, which ends once the loop runs other work."""

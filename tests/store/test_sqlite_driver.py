@@ -76,7 +76,7 @@ async def test_concurrent_sessions_write_without_losing_rows(sqlite_core: Core) 
 def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
     """No statement counts as slow or as a long inline run here: a test about where a
     statement runs is not turned by a machine so busy that one took milliseconds."""
-    monkeypatch.setattr(sqlite_driver, "_SLOW", set())
+    monkeypatch.setattr(sqlite_driver, "_SLOW", {})
     monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", 1.0)
     monkeypatch.setattr(sqlite_driver, "INLINE_RUN_SECONDS", 1.0)
 
@@ -93,7 +93,7 @@ def threads_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
         return run(conn, sql, params, many)
 
     monkeypatch.setattr(sqlite_driver, "_run", recorded)
-    monkeypatch.setattr(sqlite_driver, "_SLOW", set())
+    monkeypatch.setattr(sqlite_driver, "_SLOW", {})
     return seen
 
 
@@ -110,14 +110,54 @@ async def test_with_no_other_writer_every_statement_runs_inline(
         assert sorted(await s.scalars(select(Setting.key).where(Setting.key.in_(["a", "b"])))) == ["a", "b"]
 
 
-async def test_a_statement_once_slow_runs_on_the_thread_from_then_on(
+async def _count_x(core: Core) -> None:
+    async with core.session() as s:
+        assert await s.scalar(select(func.count()).select_from(Setting).where(Setting.key == "x")) == 0
+
+
+async def test_a_statement_seen_slow_runs_on_the_thread_longer_each_time(
         sqlite_core: Core, threads_seen: list[tuple[str, bool]],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", 0.0)  # every statement is "slow"
-    for _ in range(2):
-        async with sqlite_core.session() as s:
-            assert await s.scalar(select(func.count()).select_from(Setting).where(Setting.key == "x")) == 0
-    assert threads_seen == [("SELECT", True), ("SELECT", False)]
+    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", -1.0)  # every statement is "slow"
+    for _ in range(9):
+        await _count_x(sqlite_core)
+    on_loop = [inline for _, inline in threads_seen]
+    # slow on the loop: 2 runs on the thread, then tried again, slow again: 4 runs
+    assert on_loop == [True, False, False, True, False, False, False, False, True]
+
+
+async def test_a_statement_slow_once_comes_back_to_the_loop(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slow once (a merge, a checkpoint), quick after: a short penalty each time, never the
+    thread for good."""
+    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", -1.0)
+    await _count_x(sqlite_core)  # slow: the next 2 on the thread
+    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", 1.0)
+    for _ in range(4):
+        await _count_x(sqlite_core)
+    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", -1.0)
+    await _count_x(sqlite_core)  # slow again, after quick runs: 2 owed again, not 4
+    monkeypatch.setattr(sqlite_driver, "INLINE_SECONDS", 1.0)
+    for _ in range(3):
+        await _count_x(sqlite_core)
+    on_loop = [inline for _, inline in threads_seen]
+    assert on_loop == [True, False, False, True, True, True, False, False, True]
+
+
+async def test_only_the_statements_own_cpu_makes_it_slow(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+    """A statement that waits on the loop's thread without using its CPU (here a function
+    that sleeps; in real life the CPU taken by another thread) is not marked slow."""
+    async with sqlite_core.engine.connect() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert isinstance(driver, OneTripConnection)
+        driver._conn.create_function("pause", 1, time.sleep)
+        for _ in range(2):
+            assert await driver.run("SELECT pause(0.01)", ()) == [(None,)]
+            await asyncio.sleep(0)  # the loop runs: the inline run (10 ms of wall time) ends
+    assert [inline for _, inline in threads_seen] == [True, True]
+    assert "SELECT pause(0.01)" not in sqlite_driver._SLOW
 
 
 async def test_nothing_runs_inline_while_a_cancelled_call_is_still_on_the_thread(
@@ -126,7 +166,7 @@ async def test_nothing_runs_inline_while_a_cancelled_call_is_still_on_the_thread
         driver = (await conn.get_raw_connection()).driver_connection
         assert isinstance(driver, OneTripConnection)
         driver._conn.create_function("pause", 1, time.sleep)
-        sqlite_driver._SLOW.add("SELECT pause(0.3)")  # to the thread, as a slow one goes
+        sqlite_driver._slow("SELECT pause(0.3)")  # to the thread, as a slow one goes
         pending = asyncio.create_task(driver.run("SELECT pause(0.3)", ()))
         await asyncio.sleep(0.05)
         pending.cancel()  # the caller is gone; the thread still runs the statement
@@ -303,7 +343,7 @@ async def test_a_rollback_after_a_cancelled_write_undoes_it_once_the_thread_ran_
         driver = (await conn.get_raw_connection()).driver_connection
         assert isinstance(driver, OneTripConnection)
         driver._conn.create_function("pause", 1, time.sleep)
-        sqlite_driver._SLOW.add("SELECT pause(0.2)")
+        sqlite_driver._slow("SELECT pause(0.2)")
         busy = asyncio.create_task(driver.run("SELECT pause(0.2)", ()))
         write = asyncio.create_task(driver.run(
             "INSERT INTO settings (key, value) VALUES ('cancelled', '1')", ()))
