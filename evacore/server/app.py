@@ -133,9 +133,9 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None,
 
 
 class EvacoreApp(FastAPI):
-    """The app, which lets its hot route (hot_route.py) answer an ordinary generate request
-    before the framework's layers; every other request, and any it is not sure of, goes
-    through them."""
+    """The app, which lets its hot routes (hot_route.py) answer an ordinary generate or
+    facade request before the framework's layers; every other request, and any they are not
+    sure of, goes through them."""
 
     hot_route: HotRoute | None = None
 

@@ -53,7 +53,7 @@ class HotRoute:
             return receive
         path = scope["path"]
         if path == FACADE:
-            length, _, _ = _headers(scope)
+            length, _ = _headers(scope)
             if length is None or length > self.max_body:
                 return receive
             scope["app"] = app
@@ -68,7 +68,8 @@ class HotRoute:
     async def _generate(self, app: Any, chat_id: str, scope: Scope, receive: Receive,
                         send: Send) -> Receive | None:
         core = app.state.core
-        length, json_body, token = _headers(scope)
+        length, json_body = _headers(scope)
+        token = bearer_token(scope)
         if length is None or length > self.max_body or not json_body or token is None:
             return receive
         try:
@@ -96,9 +97,9 @@ class HotRoute:
         return None
 
 
-def _headers(scope: Scope) -> tuple[int | None, bool, str | None]:
-    """The declared body length of a request that is not chunked (else None), whether its
-    body is JSON, and its bearer token."""
+def _headers(scope: Scope) -> tuple[int | None, bool]:
+    """The declared body length of a request that is not chunked (else None), and whether
+    its body is JSON."""
     length: int | None = None
     json_body = chunked = False
     for name, value in scope["headers"]:
@@ -108,7 +109,7 @@ def _headers(scope: Scope) -> tuple[int | None, bool, str | None]:
             json_body = value.partition(b";")[0].strip().lower() == b"application/json"
         elif name == b"transfer-encoding":
             chunked = True
-    return (None if chunked or not length else length), json_body, bearer_token(scope)
+    return (None if chunked or not length else length), json_body
 
 
 async def _read_body(receive: Receive, length: int) -> tuple[list[Message], bytes | None]:
@@ -125,10 +126,7 @@ async def _read_body(receive: Receive, length: int) -> tuple[list[Message], byte
         if size > length:
             return messages, None
         if not message.get("more_body", False):
-            break
-    if len(messages) == 1:
-        return messages, messages[0].get("body", b"")
-    return messages, b"".join(m.get("body", b"") for m in messages)
+            return messages, b"".join(m.get("body", b"") for m in messages)
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

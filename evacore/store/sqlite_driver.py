@@ -51,10 +51,11 @@ INLINE_SECONDS = 0.002
 `SLOW_RUNS` runs, twice as many each time it is seen so again (up to `SLOW_RUNS_MAX`; half
 as many after a quick run on the loop): one slow by nature (a full-text search over a large
 index, a big delete) is back on the loop once in thousands of runs, one slowed once (a
-full-text index merging its segments) after a few. Only the statement's own CPU counts: time the loop's thread was not running (the CPU
-given to another thread or process) is not the statement's cost. A statement that holds the
-write gate and goes to the thread keeps every other writer waiting for the loop to come
-round: it is sent there only when it has to be."""
+full-text index merging its segments) after a few. Only the statement's own CPU counts:
+time the loop's thread was not running (the CPU given to another thread or process) is not
+the statement's cost. A statement that holds the write gate and goes to the thread keeps
+every other writer waiting for the loop to come round: it is sent there only when it has
+to be."""
 SLOW_RUNS = 2
 SLOW_RUNS_MAX = 4096
 INLINE_RUN_SECONDS = 0.005
