@@ -13,12 +13,13 @@ A failure inside `reads` ends the session, so the next stage reads in a fresh on
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from evacore.store.db import close_session
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -46,4 +47,4 @@ async def end_reads(tour: Tour) -> None:
     read). Safe to call at any point, more than once, and from a cancelled task."""
     session: AsyncSession | None = tour.data.pop(_KEY, None)
     if session is not None:
-        await asyncio.shield(session.close())
+        await close_session(session)

@@ -5,8 +5,10 @@ Must not: define tables (tables.py) or run queries beyond connection setup.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -99,5 +101,55 @@ class Database:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on error."""
-        async with self.sessions() as s, s.begin():
-            yield s
+        s = self.sessions()
+        try:
+            async with s.begin():
+                yield s
+        finally:
+            await close_session(s)
+
+
+async def close_session(session: AsyncSession) -> None:
+    """Close `session` to its end even if the caller is cancelled meanwhile, without a pass of
+    the event loop when closing waits for nothing (the usual case: its transaction has ended
+    and its connection is back in the pool).
+
+    SQLAlchemy's own `async with` runs the close in a task of its own so that a cancel cannot
+    abandon it halfway; that task costs three passes of the loop even when the close waits
+    for nothing, and under load every pass first runs the ready work of every other request.
+    Here the close starts in the caller's task, and only when it has to wait (a rollback
+    over the network or on the driver's thread) does a task of its own finish it, the caller
+    waiting for that task shielded (a cancel is raised once the close is done)."""
+    closing = session.close()
+    try:
+        waiting = closing.send(None)
+    except StopIteration:
+        return
+    task = asyncio.ensure_future(_finish(closing, waiting))
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            await asyncio.shield(task)
+            break
+        except asyncio.CancelledError as err:
+            if task.done():
+                raise
+            cancelled = err
+    if cancelled is not None:
+        raise cancelled
+
+
+async def _finish(coroutine: Coroutine[Any, Any, None], waiting: Any) -> None:
+    """Drive a coroutine that began in another task and now waits for `waiting` (what it
+    yielded: a future, or None for a bare pass of the loop) to its end, as a task would."""
+    while True:
+        with contextlib.suppress(BaseException):  # the coroutine reads what it waited for
+            if waiting is None:
+                await asyncio.sleep(0)
+            else:
+                waiting._asyncio_future_blocking = False  # taken, as a task takes it
+                await waiting
+        try:
+            waiting = coroutine.send(None)
+        except StopIteration:
+            return

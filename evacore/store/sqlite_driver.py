@@ -15,8 +15,9 @@ writer), any statement of a transaction that already wrote (it holds the write l
 in WAL mode, its commit. The first write of a transaction may have to wait for another
 writer, who may need the loop to finish: it is tried inline with the busy timeout at zero
 and, when another writer holds the lock, undone and sent to the thread to wait there. Every
-`CHECKPOINT_EVERY`th commit goes to the thread with a checkpoint of the WAL after it, so a
-commit on the loop never copies the WAL into the database. `executemany`, rollbacks, a
+`CHECKPOINT_EVERY`th commit starts a checkpoint of the WAL on a thread and connection of its
+own (`Checkpointer`), so a commit on the loop never copies the WAL into the database and no
+writer waits for the copy. `executemany`, rollbacks, a
 statement seen using more than `INLINE_SECONDS` of the loop's CPU (for its next runs, more
 of them each time it is seen so again), and the next statement once `INLINE_RUN_SECONDS` of
 them ran inline in a row (the loop running nothing else between them) go to the thread, and
@@ -28,7 +29,8 @@ every race to writers that try at the right moment until its busy timeout runs o
 is locked"). So the connections of one database in this process take turns through a
 `WriteGate` first: the first write of a transaction waits for the gate on the event loop, in
 arrival order, is woken the moment the holder's transaction ends, and holds it until its own
-ends. Writers of other processes still meet SQLite's busy handler, and a gate not given
+ends; a transaction run inline ends before the loop runs anything else, so a queue behind a
+holder that had to wait drains in one pass of the loop. Writers of other processes still meet SQLite's busy handler, and a gate not given
 within the busy timeout is not waited for further: the statement then meets the lock as it
 would without the gate.
 
@@ -39,7 +41,9 @@ thread they run on; transactions and commits stay aiosqlite's own.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Self
@@ -63,16 +67,14 @@ INLINE_RUN_SECONDS = 0.005
 time, send the next one to the thread: a long run of quick statements (a big transaction)
 still lets the loop serve other tasks every few milliseconds."""
 CHECKPOINT_EVERY = 32
-"""Commits of this process between two checkpoints of the WAL, each made on the thread
-right after the commit that reaches the count. A commit on the loop never copies the WAL
-into the database: SQLite's own automatic checkpoint, which a commit runs once the WAL
-holds 1000 pages, is left as a safety net these keep it from reaching."""
+"""Commits to one database between two checkpoints of its WAL, each started by the commit
+that reaches the count and run by a `Checkpointer` on a thread of its own. A commit never
+copies the WAL into the database: SQLite's own automatic checkpoint, which a commit runs
+once the WAL holds 1000 pages, is left as a safety net these keep it from reaching."""
 _SLOW: dict[str, list[int]] = {}
 """Statements seen slow on the loop: [runs on the thread owed after the last slow one, runs
 still owed]."""
 _SLOW_LIMIT = 4096
-_commits = 0
-"""Commits since the last checkpoint (all connections of this process)."""
 
 
 def _reads(sql: str) -> bool:
@@ -117,18 +119,45 @@ def _owed_to_thread(sql: str) -> bool:
     return True
 
 
-def _commit_and_checkpoint(conn: sqlite3.Connection) -> None:
-    conn.commit()
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+def checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """A PASSIVE checkpoint: (busy, frames in the WAL, frames copied into the database). It
+    waits for no reader or writer: frames they still need are left for the next one."""
+    return tuple(conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())  # type: ignore[return-value]
 
 
-def _checkpoint_due() -> bool:
-    global _commits
-    _commits += 1
-    if _commits < CHECKPOINT_EVERY:
-        return False
-    _commits = 0
-    return True
+class Checkpointer:
+    """Copies one database's WAL into it every `CHECKPOINT_EVERY` commits, with a connection
+    of its own on a thread of its own, so no commit and no holder of the write gate waits
+    for it; one at a time (a count reached while one runs is left to the next)."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+        self._commits = 0
+        self._running = False
+        self.runs = 0
+        """Checkpoints finished."""
+
+    def committed(self) -> None:
+        """Count a commit; start a checkpoint when the count is reached."""
+        self._commits += 1
+        if self._commits < CHECKPOINT_EVERY or self._running:
+            return
+        self._commits = 0
+        self._running = True
+        threading.Thread(target=self._run, name="evacore-sqlite-checkpoint", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            conn = self._connect()
+            try:
+                checkpoint(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # a database closed or removed meanwhile: nothing to copy
+        finally:
+            self.runs += 1
+            self._running = False
 
 
 def _run(conn: sqlite3.Connection, sql: str, params: Any, many: bool) -> tuple[Any, ...]:
@@ -146,29 +175,65 @@ def _run(conn: sqlite3.Connection, sql: str, params: Any, many: bool) -> tuple[A
 
 
 class WriteGate:
-    """The turn to write to one database among the connections of this process: given in
-    arrival order, and handed on as soon as the holder's transaction ends."""
+    """The turn to write to one database among the connections of this process.
+
+    A writer that finds it free takes it at once; one that finds it held waits in arrival
+    order. When the holder gives it back, every waiter is woken in that order, and the
+    first to run takes it: a transaction that runs inline never lets the loop run others,
+    so it gives the gate back before the next woken waiter runs, and a queue that formed
+    behind a holder who had to wait (for the thread) drains in one pass of the loop instead
+    of one pass per waiter. A woken waiter that finds the gate taken again waits at the
+    head of the queue."""
 
     def __init__(self) -> None:
-        self._lock = asyncio.Lock()
+        self._held = False
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        """(arrival ticket, future) in arrival order."""
+        self._tickets = 0
         self.waits = 0
         """Writers that found the gate held and waited for it."""
 
     async def take(self, seconds: float) -> bool:
         """Whether the turn was given within `seconds` (when not, the caller goes on
         without it)."""
-        if self._lock.locked():
-            self.waits += 1
+        if not self._held:
+            self._held = True
+            return True
+        self.waits += 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        self._tickets += 1
+        ticket = self._tickets
+        while True:
+            waiter: asyncio.Future[None] = loop.create_future()
+            bisect.insort(self._waiters, (ticket, waiter), key=lambda w: w[0])
+            expiry = loop.call_at(deadline, _expire, waiter)
             try:
-                await asyncio.wait_for(self._lock.acquire(), seconds)
+                await waiter
             except TimeoutError:
                 return False
-            return True
-        await self._lock.acquire()
-        return True
+            finally:
+                expiry.cancel()
+                if not waiter.done() or waiter.cancelled() or waiter.exception() is not None:
+                    self._forget(waiter)
+            if not self._held:
+                self._held = True
+                return True
+
+    def _forget(self, waiter: asyncio.Future[None]) -> None:
+        self._waiters = [w for w in self._waiters if w[1] is not waiter]
 
     def give_back(self) -> None:
-        self._lock.release()
+        self._held = False
+        waiters, self._waiters = self._waiters, []
+        for _, waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 class OneTripCursor:
@@ -222,9 +287,11 @@ class OneTripConnection(aiosqlite.Connection):
     a commit or rollback with nothing to end (a read-only session, the pool's reset on
     return, and no call of the connection still on the thread) skips the thread trip."""
 
-    def __init__(self, *args: Any, gate: WriteGate | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gate: WriteGate | None = None,
+                 checkpointer: Checkpointer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._gate = gate
+        self._checkpointer = checkpointer
         self._holds_gate = False
         """Whether this connection's open transaction holds the database's write gate."""
         self._sent = 0
@@ -354,15 +421,15 @@ class OneTripConnection(aiosqlite.Connection):
 
     async def commit(self) -> None:
         """On the loop in WAL mode when nothing of this connection is on the thread (a
-        commit there waits for no lock); every `CHECKPOINT_EVERY`th on the thread, with a
-        checkpoint after it. The write gate goes back once the transaction has ended."""
+        commit there waits for no lock), counted toward the next checkpoint. The write gate
+        goes back once the transaction has ended."""
         try:
             if self._nothing_to_end():
                 return
             conn = self._connection
-            if self._wal and _checkpoint_due():
-                await self._execute(_commit_and_checkpoint, self._conn)
-            elif (self._wal and conn is not None and self._running
+            if self._wal and self._checkpointer is not None:
+                self._checkpointer.committed()
+            if (self._wal and conn is not None and self._running
                     and self._finished == self._sent and self._inline_run < INLINE_RUN_SECONDS):
                 started = time.perf_counter()
                 conn.commit()
@@ -390,11 +457,13 @@ def async_creator(database: str, **kwargs: Any) -> Callable[[], Any]:
     """An `async_creator` for SQLAlchemy's aiosqlite dialect opening `database` this way."""
 
     gate = WriteGate()
+    # inline statements run on the loop's thread, never while the worker runs one
+    options = {**kwargs, "check_same_thread": False}
+    checkpointer = Checkpointer(lambda: sqlite3.connect(database, **options))
 
     async def connect() -> OneTripConnection:
-        # inline statements run on the loop's thread, never while the worker runs one
-        options = {**kwargs, "check_same_thread": False}
-        conn = OneTripConnection(lambda: sqlite3.connect(database, **options), 64, gate=gate)
+        conn = OneTripConnection(lambda: sqlite3.connect(database, **options), 64, gate=gate,
+                                 checkpointer=checkpointer)
         conn._thread.daemon = True  # as SQLAlchemy does for aiosqlite's own connections
         return await conn
 

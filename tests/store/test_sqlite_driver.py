@@ -301,6 +301,68 @@ async def test_many_writers_of_one_process_each_get_their_turn(
                               .where(Setting.key.like("turn-%"))) == 40
 
 
+async def test_a_queue_behind_a_held_gate_drains_in_one_pass_of_the_loop(
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]], unhurried: None) -> None:
+    """Writers queued behind a holder that waited (here: across a sleep) are all woken when
+    it commits; each runs its transaction inline and gives the gate back before the next
+    runs, so the queue drains without one pass of the event loop per writer."""
+    opened = asyncio.Event()
+    writers_ready: list[asyncio.Event] = [asyncio.Event() for _ in range(10)]
+
+    async def writer(n: int) -> None:
+        async with sqlite_core.session() as s:
+            await s.execute(select(Setting.key).where(Setting.key == "nothing"))
+            writers_ready[n].set()
+            await opened.wait()
+            await s.execute(insert(Setting).values(key=f"queued-{n}", value={"v": n}))
+
+    async with sqlite_core.session() as holder:
+        await holder.execute(insert(Setting).values(key="holder", value={"v": 0}))
+        raw = (await holder.connection()).sync_connection.connection.driver_connection
+        waits = raw._gate.waits
+        tasks = [asyncio.create_task(writer(n)) for n in range(10)]
+        for ready in writers_ready:
+            await asyncio.wait_for(ready.wait(), 5)
+        opened.set()
+        await asyncio.sleep(0.05)
+        assert raw._gate.waits == waits + 10 and not any(t.done() for t in tasks)
+    passes = 0
+    while not all(t.done() for t in tasks):
+        await asyncio.sleep(0)
+        passes += 1
+        assert passes < 8, "the queue drains one writer per pass of the loop"
+    await asyncio.gather(*tasks)
+    assert [on_loop for sql, on_loop in threads_seen if sql == "INSERT"] == [True] * 11
+    async with sqlite_core.session() as s:
+        assert await s.scalar(select(func.count()).select_from(Setting)
+                              .where(Setting.key.like("queued-%"))) == 10
+
+
+async def test_the_write_gate_keeps_arrival_order_and_gives_up_at_its_deadline() -> None:
+    gate = sqlite_driver.WriteGate()
+    assert await gate.take(1)
+    order: list[int] = []
+
+    async def waiter(n: int) -> None:
+        assert await gate.take(5)
+        order.append(n)
+        await asyncio.sleep(0)  # holds the gate across a pass of the loop
+        gate.give_back()
+
+    tasks = [asyncio.create_task(waiter(n)) for n in range(5)]
+    await asyncio.sleep(0.01)
+    late = asyncio.create_task(gate.take(0.05))  # not given in time: goes on without it
+    cancelled = asyncio.create_task(gate.take(5))
+    await asyncio.sleep(0.01)
+    cancelled.cancel()
+    assert await late is False
+    gate.give_back()
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    assert order == [0, 1, 2, 3, 4]  # woken together, taken in turn, the rest re-queued
+    assert gate.waits == 7 and not gate._waiters
+    assert await asyncio.wait_for(gate.take(1), 1)  # free again: nobody left holding it
+
+
 async def test_the_write_gate_goes_back_when_a_transaction_fails_or_is_cancelled(
         sqlite_core: Core) -> None:
     """A transaction that fails, or whose task is cancelled while it holds the gate, gives
@@ -372,33 +434,43 @@ async def test_a_long_run_of_inline_statements_goes_to_the_thread_now_and_then(
     assert all(not (a and b) for a, b in zip(inline, inline[1:], strict=False))
 
 
-async def test_commits_run_inline_and_every_few_a_checkpoint_follows_on_the_thread(
+async def test_commits_run_inline_and_every_few_a_checkpoint_runs_beside_them(
         sqlite_core: Core, monkeypatch: pytest.MonkeyPatch, unhurried: None) -> None:
     """A write transaction costs no trip to the thread when nobody else writes: first write,
     later writes and the commit all run on the loop, and what it wrote is stored (another
-    connection reads it). Every `CHECKPOINT_EVERY`th commit goes to the thread instead and
-    copies the WAL into the database there."""
+    connection reads it). Every `CHECKPOINT_EVERY`th commit starts a checkpoint on a thread
+    and connection of its own, which copies the WAL into the database while no writer waits
+    for it."""
     monkeypatch.setattr(sqlite_driver, "CHECKPOINT_EVERY", 4)
-    monkeypatch.setattr(sqlite_driver, "_commits", 0)
-    checkpoints: list[bool] = []
+    checkpoints: list[tuple[bool, tuple[int, int, int]]] = []
     loop_thread = threading.get_ident()
-    commit_and_checkpoint = sqlite_driver._commit_and_checkpoint
+    checkpoint = sqlite_driver.checkpoint
 
-    def recorded(conn: Any) -> None:
-        checkpoints.append(threading.get_ident() == loop_thread)
-        commit_and_checkpoint(conn)
+    def recorded(conn: Any) -> tuple[int, int, int]:
+        result = checkpoint(conn)
+        checkpoints.append((threading.get_ident() == loop_thread, result))
+        return result
 
-    monkeypatch.setattr(sqlite_driver, "_commit_and_checkpoint", recorded)
+    monkeypatch.setattr(sqlite_driver, "checkpoint", recorded)
     trips: list[int] = []
     for i in range(8):
         async with sqlite_core.session() as s:
             driver = (await s.connection()).sync_connection.connection.driver_connection
+            checkpointer = driver._checkpointer
+            if i == 0:
+                checkpointer._commits = 0
             sent = driver._sent
             await s.execute(insert(Setting).values(key=f"c{i}", value={"v": i}))
             await s.execute(update(Setting).where(Setting.key == f"c{i}").values(value={"v": -i}))
         trips.append(driver._sent - sent)
-    assert checkpoints == [False, False]  # the 4th and the 8th commit, on the thread
-    assert trips.count(0) == 6 and trips.count(1) == 2
+        for _ in range(200):  # the checkpoint the 4th commit started, before the next ones
+            if not checkpointer._running:
+                break
+            await asyncio.sleep(0.01)
+    assert trips == [0] * 8
+    assert [on_loop for on_loop, _ in checkpoints] == [False, False]  # 4th and 8th commit
+    busy, frames, copied = checkpoints[-1][1]
+    assert busy == 0 and frames > 0 and copied == frames  # the whole WAL is in the database
     async with sqlite_core.engine.connect() as other:
         raw = (await other.get_raw_connection()).driver_connection
         assert await raw.run("SELECT count(*) FROM settings WHERE key LIKE 'c%'", ()) == [(8,)]
