@@ -210,20 +210,20 @@ class Answer:
         """Wait for the first chunk the client gets: a failure before it is a plain HTTP
         error (OpenAI's envelope), after it one error line and `[DONE]`."""
         events = aiter(self.running.batches())
+        # A client that leaves meanwhile aborts the tour, which ends its events: the batches
+        # are awaited right here (no task of their own, woken by the tour's events).
         gone = asyncio.ensure_future(_client_gone(request))
+        gone.add_done_callback(
+            lambda done: done.cancelled() or self.running.abort("client disconnected"))
         first = b""
         batch: Batch | None = None
         failed: dict[str, Any] | None = None
         try:
             while True:
-                nxt = asyncio.ensure_future(anext(events, None))
-                await asyncio.wait({nxt, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if not nxt.done():
-                    nxt.cancel()
-                    self.running.abort("client disconnected")
+                batch = await anext(events, None)
+                if gone.done():
                     self.remember_later()
                     return Response(status_code=499)
-                batch = nxt.result()
                 if batch is None:
                     break
                 first = self.writer.events(batch)

@@ -135,22 +135,21 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
         return JSONResponse(result_json(tour))
     events = aiter(running.batches())
     # The first batch may be a while (stages 1-9, or the chat's earlier tour still running):
-    # a client that leaves meanwhile aborts the tour, which then stores nothing it had not.
+    # a client that leaves meanwhile aborts the tour, which then stores nothing it had not
+    # and ends its events, so the batch is awaited right here (no task of its own, woken
+    # by the tour's first event).
     gone = asyncio.ensure_future(_client_gone(receive))
-    nxt = asyncio.ensure_future(anext(events, None))
+    gone.add_done_callback(lambda done: done.cancelled() or running.abort("client disconnected"))
     try:
-        await asyncio.wait({nxt, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if not nxt.done():
-            nxt.cancel()
-            running.abort("client disconnected")
-            return Response(status_code=499)
-        first = nxt.result()
+        first = await anext(events, None)
     except asyncio.CancelledError:
-        nxt.cancel()
         running.abort("client disconnected")
         raise
     finally:
+        left = gone.done()
         gone.cancel()
+    if left:
+        return Response(status_code=499)
     if first is not None and first[0][0] == "error":
         # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
         code, message = first[0][1]["code"], first[0][1]["message"]
