@@ -38,7 +38,10 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
     ]
     foreign = [*shared, structlog.stdlib.ExtraAdder()]
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # a line below the level is dropped before anything is done for it (time stamp,
+        # redaction): a tour's info line costs nothing when the level is WARNING
+        processors=[structlog.stdlib.filter_by_level, *shared,
+                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,

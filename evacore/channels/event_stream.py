@@ -7,12 +7,13 @@ Must not: decide what is sent or frame it (the channel does); it only writes the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import aclosing
 from typing import Any
 
 from starlette.responses import Response
 
+from evacore.eager import Resumed, run_until_wait
 from evacore.pipeline.events import Batch, EventSink
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -98,41 +99,15 @@ def _start(coro: Coroutine[Any, Any, None], on_error: Callable[[], None]
     bytes went to the transport), else a task that finishes it in order. A send that
     fails ends the response as a client that went away would."""
     try:
-        waiting = coro.send(None)
-    except StopIteration:
-        return None
+        rest = run_until_wait(coro)
     except Exception:  # noqa: BLE001 - the connection is gone; the watcher sees it too
         on_error()
         return None
-    return asyncio.ensure_future(_finish(_Resumed(coro, waiting), on_error))
+    return None if rest is None else asyncio.ensure_future(_finish(rest, on_error))
 
 
-async def _finish(resumed: _Resumed, on_error: Callable[[], None]) -> None:
+async def _finish(rest: Resumed, on_error: Callable[[], None]) -> None:
     try:
-        await resumed
+        await rest
     except Exception:  # noqa: BLE001 - as in `_start`
         on_error()
-
-
-class _Resumed:
-    """A coroutine that already ran to its first wait, awaitable from a task: the task
-    waits for what it waits for, then goes on driving it."""
-
-    def __init__(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
-        self.coro, self.waiting = coro, waiting
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        coro, waiting = self.coro, self.waiting
-        while True:
-            try:
-                sent = yield waiting
-            except BaseException as exc:  # noqa: BLE001 - handed to the coroutine
-                try:
-                    waiting = coro.throw(exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    waiting = coro.send(sent)
-                except StopIteration:
-                    return

@@ -6,9 +6,8 @@ Must not: define tables (tables.py) or run queries beyond connection setup.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from evacore.eager import run_until_wait
 from evacore.store.sqlite_driver import async_creator
 
 
@@ -117,15 +117,14 @@ async def close_session(session: AsyncSession) -> None:
     SQLAlchemy's own `async with` runs the close in a task of its own so that a cancel cannot
     abandon it halfway; that task costs three passes of the loop even when the close waits
     for nothing, and under load every pass first runs the ready work of every other request.
-    Here the close starts in the caller's task, and only when it has to wait (a rollback
-    over the network or on the driver's thread) does a task of its own finish it, the caller
-    waiting for that task shielded (a cancel is raised once the close is done)."""
-    closing = session.close()
-    try:
-        waiting = closing.send(None)
-    except StopIteration:
+    Here the close starts in the caller's task (`evacore.eager`), and only when it has to
+    wait (a rollback over the network or on the driver's thread) does a task of its own
+    finish it, the caller waiting for that task shielded (a cancel is raised once the close
+    is done)."""
+    rest = run_until_wait(session.close())
+    if rest is None:
         return
-    task = asyncio.ensure_future(_finish(closing, waiting))
+    task = asyncio.ensure_future(rest)
     cancelled: asyncio.CancelledError | None = None
     while True:
         try:
@@ -137,19 +136,3 @@ async def close_session(session: AsyncSession) -> None:
             cancelled = err
     if cancelled is not None:
         raise cancelled
-
-
-async def _finish(coroutine: Coroutine[Any, Any, None], waiting: Any) -> None:
-    """Drive a coroutine that began in another task and now waits for `waiting` (what it
-    yielded: a future, or None for a bare pass of the loop) to its end, as a task would."""
-    while True:
-        with contextlib.suppress(BaseException):  # the coroutine reads what it waited for
-            if waiting is None:
-                await asyncio.sleep(0)
-            else:
-                waiting._asyncio_future_blocking = False  # taken, as a task takes it
-                await waiting
-        try:
-            waiting = coroutine.send(None)
-        except StopIteration:
-            return

@@ -125,6 +125,10 @@ async def test_r2_11_client_disconnect_closes_the_upstream_within_100ms(
         await _assert_aborted_partial(api, chat, tour_id, "".join(seen))
         if kind == "kobold":  # KoboldCpp keeps generating unless told: it got an abort too
             [generation] = fake.generation_requests
+            for _ in range(100):  # sent beside the save, not before it: bounded wait
+                if fake.aborted_genkeys:
+                    break
+                await asyncio.sleep(0.02)
             assert fake.aborted_genkeys == [generation.json["genkey"]]
 
 

@@ -31,3 +31,35 @@ async def test_logs_are_json_and_tour_lines_carry_the_tour_id(
     assert tour_lines, err[-2000:]
     assert all(rec.get("tour_id") == tour_id for rec in tour_lines)
     assert all(rec.get("chat_id") == chat["id"] for rec in tour_lines)
+
+
+def test_a_line_below_the_level_is_dropped_before_it_is_stamped_or_redacted(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At WARNING an info line costs no time stamp and no redaction (a tour logs one per
+    answer); a warning still goes out whole."""
+    import structlog
+
+    from evacore import logs
+
+    configure_logging("json", "WARNING")
+    stamped: list[str] = []
+    stamper = structlog.processors.TimeStamper.__call__
+
+    def counting(self: object, logger: object, name: str, event: dict) -> dict:  # type: ignore[type-arg]
+        stamped.append(event["event"])
+        return stamper(self, logger, name, event)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(structlog.processors.TimeStamper, "__call__", counting)
+    try:
+        log = logs.get_logger("evacore.test")
+        log.info("quiet.line", secret="sk-abcdefghijkl")
+        log.warning("loud.line")
+        err = capsys.readouterr().err
+    finally:
+        root = logging.getLogger()
+        for h in list(root.handlers):
+            if getattr(h, "_evacore", False):
+                root.removeHandler(h)
+    assert "quiet.line" not in err and "loud.line" in err
+    assert "quiet.line" not in stamped and "loud.line" in stamped
