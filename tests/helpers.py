@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -179,3 +180,11 @@ class PeakGrowth:
         self.seconds = time.monotonic() - self._t0
         self.peak = memory_mib(self.pid)["VmHWM"]
         self.mib = self.peak - self._before
+
+
+def drop_evacore_logging() -> None:
+    """Take evacore's log handler (the one `configure_logging` adds) off the root logger."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_evacore", False):
+            root.removeHandler(handler)

@@ -20,6 +20,7 @@ from tests.generate.helpers import (
     stream,
     tour_of,
 )
+from tests.helpers import drop_evacore_logging
 
 STAGES = ("user_input", "macros", "character", "lorebook", "memory", "token_count",
           "context_shift", "interceptors", "instruct", "serialize", "request", "streaming",
@@ -96,10 +97,7 @@ async def test_r12_2_the_api_key_is_in_no_answer_and_no_log_line(
         ]
         err = capsys.readouterr().err
     finally:
-        root = logging.getLogger()
-        for h in list(root.handlers):
-            if getattr(h, "_evacore", False):
-                root.removeHandler(h)
+        drop_evacore_logging()
     assert len(openai_fake.generation_requests) == 3
     assert "provider.retry" in caplog.text + err  # the retry was logged …
     assert "tour.failed" in caplog.text + err

@@ -17,6 +17,7 @@ from tests.conftest import MASTER_TOKEN
 from tests.fakes.script import Reply
 from tests.fakes.upstream import FAKE_API_KEY, FakeUpstream, echo_of
 from tests.generate.helpers import fake_connection, generate, new_chat, one, stream, tour_of
+from tests.helpers import drop_evacore_logging
 
 HEADER_SECRET = "hdr-secret-4242-xyz"
 QUERY_SECRET = "qsecret-9876-abc"
@@ -95,10 +96,7 @@ async def test_r12_2_no_secret_in_errors_diagnostics_answers_or_logs(
         shown.append(("messages", (await client.get(f"/v1/chats/{chat}/messages")).text))
         err = capsys.readouterr().err
     finally:
-        root = logging.getLogger()
-        for h in list(root.handlers):
-            if getattr(h, "_evacore", False):
-                root.removeHandler(h)
+        drop_evacore_logging()
 
     # the upstream did get the secrets, and echoed all of them back into what it answered
     sent = fake.generation_requests

@@ -5,7 +5,6 @@ records; a rule with an invalid regex written around the API is skipped and tour
 from __future__ import annotations
 
 import json
-import logging
 
 import httpx
 import pytest
@@ -14,6 +13,7 @@ from evacore.core import Core
 from evacore.logs import configure_logging
 from evacore.store import rules as store
 from evacore.store.tables import Chat, StreamRule
+from tests.helpers import drop_evacore_logging
 from tests.rules_integration.helpers import SEEDED, add_rule, fired, generate, new_chat
 
 pytestmark = pytest.mark.both_backends
@@ -47,10 +47,7 @@ async def test_r6_11_firing_logs_records_counts_and_shows_in_stats(
         run = await generate(client, chat, "go")
         err = capsys.readouterr().err
     finally:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            if getattr(handler, "_evacore", False):
-                root.removeHandler(handler)
+        drop_evacore_logging()
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     soft = [x for x in lines if x.get("event") == "stream rule fired"]
     hard = [x for x in lines if x.get("event") == "stream rule fired on the answer"]
@@ -138,10 +135,7 @@ async def test_r6_4_bad_regex_in_the_database_is_skipped_and_tours_go_on(
         run = await generate(client, chat, "go")
         err = capsys.readouterr().err
     finally:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            if getattr(handler, "_evacore", False):
-                root.removeHandler(handler)
+        drop_evacore_logging()
     assert run.status == "completed" and run.content == "corrected"
     skipped = {s["rule"] for s in run.diagnostics["rules"]["skipped"]}
     assert {"bad_regex"} <= skipped

@@ -6,7 +6,6 @@ the seed meta, and running it again changes nothing."""
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import httpx
@@ -19,6 +18,7 @@ from evacore.rules import SEED_META_KEY, SEED_VERSION, SEEDS, Rule, rule_to_json
 from evacore.services.rules import run_seeding
 from evacore.store import rules as store
 from evacore.store.tables import SeedMeta, StreamRule
+from tests.helpers import drop_evacore_logging
 from tests.rules_integration.test_seeding import _rules, _seeded_long_ago
 
 pytestmark = pytest.mark.both_backends
@@ -69,10 +69,7 @@ async def test_r6_10_wave_v2_rewrites_untouched_v1_rules_and_spares_the_masters_
         plan = await run_seeding(core)
         err = capsys.readouterr().err
     finally:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            if getattr(handler, "_evacore", False):
-                root.removeHandler(handler)
+        drop_evacore_logging()
 
     after = await _rules(client)
     untouched = ["look_before_refusing", "telegram_markdown_image", "telegram_react_not_emoji"]

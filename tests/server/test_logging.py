@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
 
 import httpx
 import pytest
 
 from evacore.logs import configure_logging
+from tests.helpers import drop_evacore_logging
 
 
 async def test_logs_are_json_and_tour_lines_carry_the_tour_id(
@@ -22,10 +22,7 @@ async def test_logs_are_json_and_tour_lines_carry_the_tour_id(
         tour_id = r.json()["tour_id"]
         err = capsys.readouterr().err
     finally:
-        root = logging.getLogger()
-        for h in list(root.handlers):
-            if getattr(h, "_evacore", False):
-                root.removeHandler(h)
+        drop_evacore_logging()
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     tour_lines = [rec for rec in lines if str(rec.get("event", "")).startswith("tour.")]
     assert tour_lines, err[-2000:]
@@ -57,9 +54,6 @@ def test_a_line_below_the_level_is_dropped_before_it_is_stamped_or_redacted(
         log.warning("loud.line")
         err = capsys.readouterr().err
     finally:
-        root = logging.getLogger()
-        for h in list(root.handlers):
-            if getattr(h, "_evacore", False):
-                root.removeHandler(h)
+        drop_evacore_logging()
     assert "quiet.line" not in err and "loud.line" in err
     assert "quiet.line" not in stamped and "loud.line" in stamped
