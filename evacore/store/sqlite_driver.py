@@ -17,11 +17,11 @@ writer, who may need the loop to finish: it is tried inline with the busy timeou
 and, when another writer holds the lock, undone and sent to the thread to wait there. Every
 `CHECKPOINT_EVERY`th commit starts a checkpoint of the WAL on a thread and connection of its
 own (`Checkpointer`), so a commit on the loop never copies the WAL into the database and no
-writer waits for the copy. `executemany`, rollbacks, a
-statement seen using more than `INLINE_SECONDS` of the loop's CPU (for its next runs, more
-of them each time it is seen so again), and the next statement once `INLINE_RUN_SECONDS` of
-them ran inline in a row (the loop running nothing else between them) go to the thread, and
-so does everything while a call of this connection is there.
+writer waits for the copy. `executemany`, rollbacks, a statement seen using more than
+`INLINE_SECONDS` of the loop's CPU (for its next runs, more of them each time it is seen so
+again), and the next statement once `INLINE_RUN_SECONDS` of them ran inline in a row (the
+loop running nothing else between them) go to the thread, and so does everything while a
+call of this connection is there.
 
 SQLite lets one transaction write at a time; a writer that finds the lock taken sleeps in
 SQLite's busy handler, waking at growing intervals (up to 100 ms) to try again, and may lose
@@ -30,9 +30,9 @@ is locked"). So the connections of one database in this process take turns throu
 `WriteGate` first: the first write of a transaction waits for the gate on the event loop, in
 arrival order, is woken the moment the holder's transaction ends, and holds it until its own
 ends; a transaction run inline ends before the loop runs anything else, so a queue behind a
-holder that had to wait drains in one pass of the loop. Writers of other processes still meet SQLite's busy handler, and a gate not given
-within the busy timeout is not waited for further: the statement then meets the lock as it
-would without the gate.
+holder that had to wait drains in one pass of the loop. Writers of other processes still
+meet SQLite's busy handler, and a gate not given within the busy timeout is not waited for
+further: the statement then meets the lock as it would without the gate.
 
 Must not: change what a statement does. It only batches aiosqlite's calls and chooses the
 thread they run on; transactions and commits stay aiosqlite's own.
@@ -134,8 +134,6 @@ class Checkpointer:
         self._connect = connect
         self._commits = 0
         self._running = False
-        self.runs = 0
-        """Checkpoints finished."""
 
     def committed(self) -> None:
         """Count a commit; start a checkpoint when the count is reached."""
@@ -156,7 +154,6 @@ class Checkpointer:
         except sqlite3.Error:
             pass  # a database closed or removed meanwhile: nothing to copy
         finally:
-            self.runs += 1
             self._running = False
 
 
@@ -211,11 +208,13 @@ class WriteGate:
             try:
                 await waiter
             except TimeoutError:
+                self._forget(waiter)
                 return False
+            except BaseException:
+                self._forget(waiter)
+                raise
             finally:
                 expiry.cancel()
-                if not waiter.done() or waiter.cancelled() or waiter.exception() is not None:
-                    self._forget(waiter)
             if not self._held:
                 self._held = True
                 return True
@@ -459,11 +458,14 @@ def async_creator(database: str, **kwargs: Any) -> Callable[[], Any]:
     gate = WriteGate()
     # inline statements run on the loop's thread, never while the worker runs one
     options = {**kwargs, "check_same_thread": False}
-    checkpointer = Checkpointer(lambda: sqlite3.connect(database, **options))
+
+    def open_database() -> sqlite3.Connection:
+        return sqlite3.connect(database, **options)
+
+    checkpointer = Checkpointer(open_database)
 
     async def connect() -> OneTripConnection:
-        conn = OneTripConnection(lambda: sqlite3.connect(database, **options), 64, gate=gate,
-                                 checkpointer=checkpointer)
+        conn = OneTripConnection(open_database, 64, gate=gate, checkpointer=checkpointer)
         conn._thread.daemon = True  # as SQLAlchemy does for aiosqlite's own connections
         return await conn
 
