@@ -19,6 +19,7 @@ unchanged. Driver errors come out as SQLAlchemy's own exception classes.
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -100,21 +101,27 @@ def _read(row: Sequence[Any], columns: tuple[tuple[int, _Process], ...]) -> tupl
 
 _CONNECTION = "evacore.direct.connection"
 """The `session.info` key of the transaction this session's last direct statement ran in
-and its connection: the next statement of the same transaction takes the connection from
-there instead of asking the session again (its `connection()` is a greenlet hop)."""
+(a weak reference: the transaction refers to its session, and a cycle would leave every
+ended session to the garbage collector's full passes) and its connection: the next
+statement of the same transaction takes the connection from there instead of asking the
+session again (its `connection()` is a greenlet hop)."""
 
 
 async def _sqlite_connection(session: AsyncSession) -> Connection | None:
     """The connection of the session's transaction when its database is SQLite, else None."""
     held = session.info.get(_CONNECTION)
     if held is not None:
-        transaction, sync = held
-        if transaction is session.sync_session.get_transaction() and transaction.is_active:
+        transaction_ref, sync = held
+        transaction = transaction_ref()
+        if (transaction is not None and transaction is session.sync_session.get_transaction()
+                and transaction.is_active):
             return sync  # type: ignore[no-any-return]
     if session.bind is None or session.bind.dialect.name != "sqlite":
         return None
     sync = (await session.connection()).sync_connection
-    session.info[_CONNECTION] = (session.sync_session.get_transaction(), sync)
+    transaction = session.sync_session.get_transaction()
+    if transaction is not None:
+        session.info[_CONNECTION] = (weakref.ref(transaction), sync)
     return sync
 
 
