@@ -7,28 +7,57 @@ chat by digests of what it has seen. Must not: compute digests or decide what a 
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select, update
+from typing import Any
+
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
 from evacore.store import direct
 from evacore.store.tables import Chat, ChatBinding
 
+_BINDINGS = ChatBinding.__table__
+_CHATS = Chat.__table__
+
+
+def _newest_bound(digest_column: Any) -> Select[Any]:
+    """Built once per digest kind: the most recently bound chat of a scope with a digest."""
+    return (select(_BINDINGS.c.chat_id)
+            .join(_CHATS, _CHATS.c.id == _BINDINGS.c.chat_id)
+            .where(_BINDINGS.c.scope == bindparam("p_scope"),
+                   digest_column == bindparam("p_digest"))
+            .order_by(_BINDINGS.c.updated_at.desc()).limit(1))
+
+
+_BY_FULL = _newest_bound(_BINDINGS.c.full_digest)
+_BY_TURN = _newest_bound(_BINDINGS.c.turn_digest)
+_NAMED = (select(_CHATS.c.user_id, _BINDINGS.c.turn_digest)
+          .select_from(_CHATS.outerjoin(_BINDINGS, _BINDINGS.c.chat_id == _CHATS.c.id))
+          .where(_CHATS.c.id == bindparam("p_chat_id")))
+
 
 async def find_chat(session: AsyncSession, scope: str, *, full: str | None = None,
                     turn: str | None = None) -> str | None:
     """The most recently bound chat of `scope` whose whole view (`full`) or view without its
     last answer (`turn`) has this digest; None when no chat of the scope has it."""
-    stmt = select(ChatBinding.chat_id).join(Chat, Chat.id == ChatBinding.chat_id).where(
-        ChatBinding.scope == scope)
     if full is not None:
-        stmt = stmt.where(ChatBinding.full_digest == full)
+        stmt, digest = _BY_FULL, full
     elif turn is not None:
-        stmt = stmt.where(ChatBinding.turn_digest == turn)
+        stmt, digest = _BY_TURN, turn
     else:
         return None
-    row = (await session.execute(stmt.order_by(ChatBinding.updated_at.desc()).limit(1))).first()
-    return row[0] if row is not None else None
+    rows = await direct.execute(session, stmt, {"p_scope": scope, "p_digest": digest})
+    return str(rows[0][0]) if rows else None
+
+
+async def named_chat(session: AsyncSession, chat_id: str) -> tuple[str | None, str | None] | None:
+    """(the chat's owner, the turn digest it is bound with, if any) of the chat a request
+    names; None when no such chat exists. One statement, no ORM objects."""
+    rows = await direct.execute(session, _NAMED, {"p_chat_id": chat_id})
+    if not rows:
+        return None
+    owner, turn = rows[0]
+    return owner, turn
 
 
 _REBIND = (update(ChatBinding.__table__)

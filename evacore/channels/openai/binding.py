@@ -16,7 +16,7 @@ from evacore.channels.openai.conversation import Conversation, Turn, digest
 from evacore.channels.openai.errors import FacadeError
 from evacore.store import bindings
 from evacore.store import chats as chat_store
-from evacore.store.tables import Chat, ChatBinding
+from evacore.store.tables import Chat
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -78,12 +78,11 @@ async def plan_for(s: AsyncSession, who: Identity, target: Target, conv: Convers
 
 async def _named(s: AsyncSession, who: Identity, chat_id: str, scope: str,
                  whole: str) -> Plan:
-    chat = await s.get(Chat, chat_id)
-    if chat is None or (not who.is_master and chat.user_id != who.user_id):
+    found = await bindings.named_chat(s, chat_id)
+    if found is None or (not who.is_master and found[0] != who.user_id):
         raise FacadeError(404, f"The chat `{chat_id}` named by X-Evacore-Chat does not exist.",
                           code="chat_not_found", param=None)
-    row = await s.get(ChatBinding, chat_id)
-    if row is not None and row.turn_digest == whole:
+    if found[1] == whole:
         return Plan(chat_id, scope, mode="regenerate", how="named")
     return Plan(chat_id, scope, how="named")
 

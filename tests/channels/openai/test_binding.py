@@ -95,6 +95,24 @@ async def test_r14_1_x_evacore_chat_names_the_chat(oai: openai.AsyncOpenAI,
                   extra_headers={"X-Evacore-Chat": "no-such-chat"})
 
 
+async def test_r14_1_the_same_request_to_a_named_chat_again_is_a_second_variant(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    upstream.script.reply("Hello.").reply("Red.").reply("Blue.").reply("Green.")
+    _, chat, _ = await ask(oai, [{"role": "user", "content": "Hi."}])
+    ask_colour = [{"role": "user", "content": "A colour?"}]
+    named = {"X-Evacore-Chat": chat}
+    first, _, _ = await ask(oai, ask_colour, extra_headers=named)
+    again, chat2, _ = await ask(oai, ask_colour, extra_headers=named)
+    assert chat2 == chat and (first, again) == ("Red.", "Blue.")
+    stored = await messages(client, chat)
+    assert [m["content"] for m in stored] == ["Hi.", "Hello.", "A colour?", "Blue."]
+    assert [v["content"] for v in stored[3]["variants"]] == ["Red.", "Blue."]
+    # another message to the named chat is a new turn, not a variant
+    other, _, _ = await ask(oai, [{"role": "user", "content": "Another?"}], extra_headers=named)
+    assert other == "Green." and len(await messages(client, chat)) == 6
+
+
 async def test_r14_1_chats_are_matched_among_the_callers_own(
     app: FastAPI, oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
 ) -> None:
