@@ -172,13 +172,14 @@ def _announce_bootstrap(core: object) -> None:
 
 def _register_groups() -> None:
     """Command groups living in their own modules (one module per group)."""
-    # Each line adds one command module; keep one per line.
-    from evacore.cli import transfer as _transfer; _transfer.register(app)
-    from evacore.cli import rules as _rules; app.add_typer(_rules.app, name="rules")
-    from evacore.cli import stats as _stats; app.command("stats")(_stats.stats)
-    from evacore.cli import demo as _demo; app.command("demo")(_demo.demo)
-    from evacore.cli import bench as _bench; app.command("bench")(_bench.bench)
-    from evacore.cli import chat as _chat; _chat.register(app)
+    from evacore.cli import bench, chat, demo, rules, stats, transfer
+
+    transfer.register(app)
+    app.add_typer(rules.app, name="rules")
+    app.command("stats")(stats.stats)
+    app.command("demo")(demo.demo)
+    app.command("bench")(bench.bench)
+    chat.register(app)
 
 
 _register_groups()

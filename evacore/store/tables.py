@@ -7,7 +7,7 @@ Schema changes go through Alembic migrations in `store/migrations/versions/`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -30,7 +30,7 @@ from evacore.domain.ids import new_id, utcnow
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
 def _id() -> Mapped[str]:
