@@ -105,7 +105,7 @@ class TourManager:
         try:
             async with self.core.session() as s:
                 await tour_store.drop_answers(s, [tour_id])
-        except Exception:
+        except Exception:  # leftovers are harmless rows
             log.warning("tours.relayed_answers_not_dropped", exc_info=True)
 
     def abort_local(self, tour_id: str, reason: str = "aborted") -> bool:
@@ -143,7 +143,7 @@ class TourManager:
                 for answer in answers:
                     broker.resolve(answer.tour_id, answer.call_id, answer.content,
                                    answer.is_error)
-            except Exception:
+            except Exception:  # polling must not die on a transient error
                 log.warning("tours.abort_poll_failed", exc_info=True)
 
     async def aclose(self) -> None:

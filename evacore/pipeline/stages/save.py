@@ -38,7 +38,7 @@ class Save:
         tour.data["save_started"] = time.perf_counter()
         try:
             message_id, variant_id = await _save(core, tour, extras=True)
-        except Exception as exc:
+        except Exception as exc:  # the answer is kept without the extras
             # A record another package keeps (rule firings …) failed: the answer, the chat's
             # counters and the tour's end still go in, the failure named in diagnostics.
             log.exception("tour.save_extras_failed")
