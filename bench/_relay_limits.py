@@ -176,6 +176,19 @@ def _target_us(rows: list[dict[str, Any]]) -> float:
         return math.nan
 
 
+def _first_token(rows: list[dict[str, Any]], ttft: float) -> str:
+    """`: the tours' own record …` from the S2 tour-record rows of this run, if any."""
+    first = _value(rows, "s2_tour_first_token_ms_p50")
+    stages = _value(rows, "s2_tour_stages_ms_p50")
+    if not (math.isfinite(first) and math.isfinite(stages)):
+        return ""
+    return (f": the tours' own records say {first:.0f} ms p50 from a tour's start to its "
+            f"first delta (`s2_tour_first_token_ms_p50`), of which its stages before "
+            f"streaming took {stages:.1f} ms (`s2_tour_stages_ms_p50`); roughly the other "
+            f"{max(0.0, ttft - first):.0f} ms went before the tour started (the loop noticing "
+            "the request, uvicorn's task for it starting) or on the way to the client")
+
+
 def _load(rows: list[dict[str, Any]]) -> list[str]:
     rate = _value(rows, "s2_evacore_streams_per_s")
     share = _value(rows, "s2_evacore_cpu_share")
@@ -201,8 +214,8 @@ def _load(rows: list[dict[str, Any]]) -> list[str]:
          "meanwhile (other streams' tokens, other tours' stages), so a pass grows as the "
          "core's load nears all of it (roughly as 1 / (1 - load)): the tour's own stages "
          "take a few milliseconds of that wait, and S2's added TTFT of "
-         f"{ttft:.0f} ms is mostly the passes. It falls with the CPU a tour and a token "
-         "cost, not with scheduling. Its database "
+         f"{ttft:.0f} ms is mostly the passes{_first_token(rows, ttft)}. It falls with the "
+         "CPU a tour and a token cost, not with scheduling. Its database "
          "writes do not queue behind each other: a writer that finds the write gate free "
          "goes in at once, and a queue behind a holder that had to wait drains in one pass "
          "(`evacore/store/sqlite_driver.py`). "

@@ -34,6 +34,10 @@ ADDED_TTFT_MS = {"s1": 3.0, "s2": 5.0}
 FLOOR_SCENARIOS = ("paced", "paced5", "s2")
 FAST_LANE_SCENARIOS = ("paced", "paced5", "s2")
 """Scenarios whose tours say how many deltas took the fast lane (`<scenario>_fast_lane_share`)."""
+STAGES_BEFORE_STREAMING = ("user_input", "macros", "character", "lorebook", "memory",
+                           "token_count", "context_shift", "interceptors", "instruct",
+                           "serialize", "request")
+"""The stages a tour runs before its streaming stage (their names in its timings)."""
 """Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
 IDLE_RSS_MB = 150.0
 PER_STREAM_KB = 100.0
@@ -126,10 +130,14 @@ class _Setup:
                                json={"message": {"content": PROMPT}, "stream": True})
             r.raise_for_status()
 
-    def fast_lane(self, chat_ids: list[str], limit: int = 12) -> tuple[int, int]:
-        """(deltas that went out from the upstream read, tokens answered) over the chats'
-        newest answers, from their tours' diagnostics (`fast_lane_deltas`)."""
+    def tour_records(self, chat_ids: list[str], limit: int = 12) -> dict[str, Any]:
+        """From the diagnostics of the chats' newest answers' tours: the deltas that went out
+        from the upstream read (`fast_lane_deltas`) and the tokens answered; per tour, the
+        time from its start to its first delta (`first_token_ms`) and its stages' own time
+        before the streaming stage (stages 1-11)."""
         fast = tokens = 0
+        first: list[float] = []
+        stages: list[float] = []
         for chat in chat_ids:
             r = self.http.get(f"/chats/{chat}/messages")
             r.raise_for_status()
@@ -139,10 +147,15 @@ class _Setup:
                                if v["id"] == message["active_variant"])
                 if not variant.get("tour_id"):
                     continue
-                tour = self.http.get(f"/tours/{variant['tour_id']}").json()
-                fast += int(tour["diagnostics"].get("fast_lane_deltas", 0))
+                diagnostics = self.http.get(f"/tours/{variant['tour_id']}").json()["diagnostics"]
+                fast += int(diagnostics.get("fast_lane_deltas", 0))
                 tokens += int((variant.get("usage") or {}).get("completion_tokens", 0))
-        return fast, tokens
+                if isinstance(diagnostics.get("first_token_ms"), int | float):
+                    first.append(float(diagnostics["first_token_ms"]))
+                    timings = diagnostics.get("timings") or {}
+                    stages.append(sum(float(timings.get(name, 0.0))
+                                      for name in STAGES_BEFORE_STREAMING))
+        return {"fast": fast, "tokens": tokens, "first_token_ms": first, "stages_ms": stages}
 
     def warm_facade(self, chat_id: str, model: str, tours: int = WARM_TOURS) -> None:
         for i in range(tours):
@@ -447,6 +460,28 @@ def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target:
     ]
 
 
+def _tour_record_rows(scenario: Scenario, records: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fast lane's share of the scenario's tokens and, under load, where a tour's wait
+    for its first token goes, from the tours' own diagnostics."""
+    s, fast, tokens = scenario.name, records["fast"], records["tokens"]
+    rows = [_row(f"{s}_fast_lane_share", round(fast / tokens, 3) if tokens else None, "x",
+                 f"deltas written from the upstream read itself (the fast lane) over the "
+                 f"tokens answered through generate: {fast} of {tokens}")]
+    first, stages = records["first_token_ms"], records["stages_ms"]
+    if s == "s2" and first:
+        rows += [
+            _row(f"{s}_tour_first_token_ms_p50", round(statistics.median(first), 2), "ms",
+                 "generate's tours: from a tour's start (its request handed to the core) to "
+                 "its first delta, as the tour records it (`first_token_ms`); p50 over the "
+                 f"newest answers of every stream ({len(first)} tours)"),
+            _row(f"{s}_tour_stages_ms_p50", round(statistics.median(stages), 2), "ms",
+                 "the same tours: their stages' own time before the streaming stage (stages "
+                 "1-11, the sum of their timings); the rest of `first_token_ms` is waiting "
+                 "(the tour's task starting, the upstream's head waking it)"),
+        ]
+    return rows
+
+
 def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
              scenarios: tuple[Scenario, ...], ups: dict[tuple[int, float], tuple[Any, str]],
              connections: dict[tuple[int, float], str]) -> list[dict[str, Any]]:
@@ -461,11 +496,7 @@ def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
         results[sc.name] = _measure(load_prefix, relays, sc, ups[key][1], chats, facade_chats)
         rows += _scenario_rows(sc, results[sc.name])
         if sc.name in FAST_LANE_SCENARIOS:
-            fast, tokens = setup.fast_lane(chats)
-            rows.append(_row(f"{sc.name}_fast_lane_share", round(fast / tokens, 3) if tokens
-                             else None, "x",
-                             f"deltas written from the upstream read itself (the fast lane) "
-                             f"over the tokens answered through generate: {fast} of {tokens}"))
+            rows += _tour_record_rows(sc, setup.tour_records(chats))
     for who, (prefix, _) in ROUTES.items():
         if who in results["s1"]:
             rows += _split_rows(results, by_name, who, prefix)
