@@ -111,12 +111,12 @@ def test_r11_bench_without_a_bench_folder_says_so(tmp_path: Path) -> None:
 
 
 def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> None:
-    """The shipped benchmarks still run: the relay and the chat-length tours through a real
-    `evacore serve` and the plugin dispatcher, quick variants, written to a temporary file."""
+    """The shipped benchmarks still run: the relay, the chat-length and the cold tours through
+    a real `evacore serve` and the plugin dispatcher, quick variants, written to a temporary file."""
     results = BENCH / "RESULTS.md"
     before = results.read_bytes() if results.exists() else None
     out = tmp_path / "RESULTS.md"
-    result = CliRunner().invoke(app, ["bench", "relay", "dispatch", "chat_length", "--quick",
+    result = CliRunner().invoke(app, ["bench", "relay", "dispatch", "chat_length", "cold", "--quick",
                                       "--output", str(out)])
     assert result.exit_code == 0, result.output
     text = out.read_text()
@@ -127,6 +127,8 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
     assert float(rows["s1_cpu_us_per_token"].replace(",", "")) > 0
     assert float(rows["rss_idle_mb"].replace(",", "")) > 10
     assert float(rows["tour_cpu_ms_long_chat"].replace(",", "")) > 0
+    assert "## cold" in text and float(rows["tour_cpu_ms_after_idle"].replace(",", "")) > 0
+    assert float(rows["paced_5ms_floor_cpu_us_per_token"].replace(",", "")) > 0
     assert (results.read_bytes() if results.exists() else None) == before
 
 

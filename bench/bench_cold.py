@@ -1,0 +1,198 @@
+"""What the same work costs when it runs cold: evacore's CPU for the same one-token tour back
+to back and after the process sat idle, and for the same paced stream with its tokens 1 ms and
+5 ms apart, each beside the bare relay (`_relay_floor.py`) doing its own part of that work in
+the same run.
+
+A real model's tokens arrive a few ms apart and a real user's tours seconds apart: between
+them the process sleeps, the core serves others and the caches forget the interpreter's code
+and data. These rows show how much of a paced token's and a tour's CPU is that effect, which
+every process on the machine pays (the floor's rows), and how evacore's footprint magnifies it.
+
+Must not: bind anything but loopback or download anything; the server runs on a fresh SQLite
+data folder that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _relay_procs as procs
+
+TOKEN = "bench-master-token-0123456789abcdef"
+IDLE_S = 0.4
+"""The pause before each cold tour: a user reading the last answer is far longer."""
+ROUNDS, QUICK_ROUNDS = 12, 2
+PACED_TOKENS = 100
+GAPS_MS = (1.0, 5.0)
+WARM_TOURS, QUICK_WARM_TOURS = 5, 1
+MESSAGE = "Hello there, how are you today?"
+FLOOR_BODY = {"model": "bench-model", "stream": True,
+              "messages": [{"role": "user", "content": MESSAGE}]}
+
+
+def _row(metric: str, value: float | None, unit: str, note: str) -> dict[str, Any]:
+    return {"metric": metric, "value": value, "unit": unit, "target": None, "met": None,
+            "note": note}
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 2) if b else None
+
+
+class _Target:
+    """One process to measure and the request that makes it work: a streamed tour on an
+    evacore chat, or one relayed completion through the bare relay."""
+
+    def __init__(self, http: httpx.Client, pid: int, url: str, body: dict[str, Any]) -> None:
+        self.http, self.pid, self.url, self.body = http, pid, url, body
+
+    def once(self) -> float:
+        """The process's CPU (all threads) in µs over one streamed request, read to its end."""
+        before = procs.cpu_ns(self.pid)
+        with self.http.stream("POST", self.url, json=self.body) as r:
+            r.raise_for_status()
+            for _ in r.iter_raw():
+                pass
+        return (procs.cpu_ns(self.pid) - before) / 1e3
+
+    def median(self, rounds: int, idle: float = 0.0) -> float:
+        costs = []
+        for _ in range(rounds):
+            if idle:
+                time.sleep(idle)
+            costs.append(self.once())
+        return statistics.median(costs)
+
+
+class _Evacore:
+    def __init__(self, url: str, warm: int) -> None:
+        self.warm = warm
+        self.http = httpx.Client(timeout=120, headers={"Authorization": f"Bearer {TOKEN}"})
+        self.base = url + "/v1"
+
+    def chat(self, pid: int, upstream: str, tokens: int) -> _Target:
+        r = self.http.post(self.base + "/connections", json={
+            "name": f"bench-cold-{upstream.rsplit(':', 1)[1]}", "kind": "openai-chat",
+            "base_url": upstream, "model": "bench-model", "max_tokens": tokens * 2,
+            "context_size": 65536})
+        r.raise_for_status()
+        r = self.http.post(self.base + "/chats", json={"connection_id": r.json()["id"],
+                                                       "title": "bench cold"})
+        r.raise_for_status()
+        target = _Target(self.http, pid, f"{self.base}/chats/{r.json()['id']}/generate",
+                         {"message": {"content": MESSAGE}, "stream": True})
+        for _ in range(self.warm):
+            target.once()
+        return target
+
+
+def _floor(http: httpx.Client, child: procs.Child, url: str, warm: int) -> _Target:
+    target = _Target(http, child.pid, url + "/v1/chat/completions", FLOOR_BODY)
+    for _ in range(warm):
+        target.once()
+    return target
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Both processes pinned to one core, the upstreams and this client to the other; every
+    figure is a median over sequential requests."""
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    warm = QUICK_WARM_TOURS if quick else WARM_TOURS
+    server_prefix, load_prefix, _ = procs.pinning()
+    children: list[procs.Child] = []
+    with tempfile.TemporaryDirectory(prefix="evacore-bench-cold-") as tmp:
+        folder = Path(tmp)
+        try:
+            one, one_url = procs.upstream(load_prefix, folder, 1, 0)
+            children.append(one)
+            paced = {}
+            for gap in GAPS_MS:
+                child, url = procs.upstream(load_prefix, folder, PACED_TOKENS, gap)
+                children.append(child)
+                paced[gap] = url
+            server, server_url = procs.server(server_prefix, folder, TOKEN)
+            children.append(server)
+            evacore = _Evacore(server_url, warm)
+            floors = {}
+            for name, url in (("one", one_url), *paced.items()):
+                child, floor_url = procs.floor(server_prefix, folder, url)
+                children.append(child)
+                floors[name] = _floor(evacore.http, child, floor_url, warm)
+            tour = evacore.chat(server.pid, one_url, 1)
+            hot_ms = tour.median(rounds) / 1e3
+            cold_ms = tour.median(rounds, IDLE_S) / 1e3
+            floor_hot = floors["one"].median(rounds)
+            floor_cold = floors["one"].median(rounds, IDLE_S)
+            per_token = {}
+            for gap, url in paced.items():
+                chat = evacore.chat(server.pid, url, PACED_TOKENS)
+                per_token[gap] = (chat.median(rounds) / PACED_TOKENS,
+                                  floors[gap].median(rounds) / PACED_TOKENS)
+            evacore.http.close()
+        except Exception as exc:
+            tails = "\n".join(c.tail()[-1500:] for c in children)
+            raise RuntimeError(f"cold bench failed: {exc}\n{tails}") from exc
+        finally:
+            for child in reversed(children):
+                child.stop()
+    fast, slow = GAPS_MS
+    how = f"median of {rounds} sequential requests; the process's CPU, all threads"
+    idle = f"each after {IDLE_S * 1000:g} ms with no request"
+    return [
+        _row("tour_cpu_ms_back_to_back", round(hot_ms, 2), "ms",
+             f"a one-token streamed tour, the next starting as the last ends; {how}"),
+        _row("tour_cpu_ms_after_idle", round(cold_ms, 2), "ms",
+             f"the same tour, {idle}; {how}"),
+        _row("tour_after_idle_over_back_to_back", _ratio(cold_ms, hot_ms), "x",
+             "the same tour's CPU after the pause over back to back, same run"),
+        _row("floor_request_cpu_us_back_to_back", round(floor_hot, 1), "µs",
+             f"one relayed one-token completion through the bare relay; {how}"),
+        _row("floor_request_cpu_us_after_idle", round(floor_cold, 1), "µs",
+             f"the same, {idle}; {how}"),
+        _row("floor_after_idle_over_back_to_back", _ratio(floor_cold, floor_hot), "x",
+             "the bare relay's request after the pause over back to back, same run"),
+        *[row for gap in GAPS_MS for row in (
+            _row(f"paced_{gap:g}ms_evacore_cpu_us_per_token", round(per_token[gap][0], 1),
+                 "µs", f"a tour's CPU / its {PACED_TOKENS} tokens, {gap:g} ms apart; {how}"),
+            _row(f"paced_{gap:g}ms_floor_cpu_us_per_token", round(per_token[gap][1], 1),
+                 "µs", f"the bare relay's, same stream; {how}"),
+            _row(f"paced_{gap:g}ms_evacore_over_floor",
+                 _ratio(per_token[gap][0], per_token[gap][1]), "x",
+                 f"tokens {gap:g} ms apart, same run"))],
+        _row("evacore_token_slow_over_fast", _ratio(per_token[slow][0], per_token[fast][0]),
+             "x", f"evacore's CPU per token with tokens {slow:g} ms apart over {fast:g} ms"),
+        _row("floor_token_slow_over_fast", _ratio(per_token[slow][1], per_token[fast][1]),
+             "x", f"the bare relay's, {slow:g} ms apart over {fast:g} ms: the same bytes, "
+                  "the same system calls, only the sleep between them longer"),
+    ]
+
+
+def explain(rows: list[dict[str, Any]]) -> str:
+    """What the rows say, in words, from their own figures."""
+    value = {r["metric"]: r.get("value") for r in rows}
+    needed = ("tour_after_idle_over_back_to_back", "floor_token_slow_over_fast",
+              "evacore_token_slow_over_fast", "tour_cpu_ms_back_to_back",
+              "tour_cpu_ms_after_idle")
+    if any(not isinstance(value.get(k), int | float) for k in needed):
+        return ""
+    fast, slow = GAPS_MS
+    return (
+        f"The same one-token tour took {value['tour_cpu_ms_back_to_back']:g} ms of CPU back to "
+        f"back and {value['tour_cpu_ms_after_idle']:g} ms after {IDLE_S * 1000:g} ms idle "
+        f"({value['tour_after_idle_over_back_to_back']:g}x); the bare relay's request "
+        f"{value.get('floor_after_idle_over_back_to_back')}x. With a stream's tokens "
+        f"{slow:g} ms apart instead of {fast:g} ms, the bare relay's CPU per token grew "
+        f"{value['floor_token_slow_over_fast']:g}x and evacore's "
+        f"{value['evacore_token_slow_over_fast']:g}x: the same instructions cost more the "
+        "longer the process slept before them (caches and the core shared with others), "
+        "which no code change removes; what evacore can change is how much code and data "
+        "each wake-up touches, which the evacore-over-floor rows show.")
