@@ -64,6 +64,12 @@ class _Target:
                 pass
         return (procs.cpu_ns(self.pid) - before) / 1e3
 
+    def warmed(self, tours: int) -> _Target:
+        """Itself after `tours` unmeasured requests: first uses are not steady state."""
+        for _ in range(tours):
+            self.once()
+        return self
+
     def median(self, rounds: int, idle: float = 0.0) -> float:
         costs = []
         for _ in range(rounds):
@@ -88,18 +94,8 @@ class _Evacore:
         r = self.http.post(self.base + "/chats", json={"connection_id": r.json()["id"],
                                                        "title": "bench cold"})
         r.raise_for_status()
-        target = _Target(self.http, pid, f"{self.base}/chats/{r.json()['id']}/generate",
-                         {"message": {"content": MESSAGE}, "stream": True})
-        for _ in range(self.warm):
-            target.once()
-        return target
-
-
-def _floor(http: httpx.Client, child: procs.Child, url: str, warm: int) -> _Target:
-    target = _Target(http, child.pid, url + "/v1/chat/completions", FLOOR_BODY)
-    for _ in range(warm):
-        target.once()
-    return target
+        return _Target(self.http, pid, f"{self.base}/chats/{r.json()['id']}/generate",
+                       {"message": {"content": MESSAGE}, "stream": True}).warmed(self.warm)
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -126,7 +122,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             for name, url in (("one", one_url), *paced.items()):
                 child, floor_url = procs.floor(server_prefix, folder, url)
                 children.append(child)
-                floors[name] = _floor(evacore.http, child, floor_url, warm)
+                floors[name] = _Target(evacore.http, child.pid, floor_url + "/v1/chat/completions",
+                                       FLOOR_BODY).warmed(warm)
             tour = evacore.chat(server.pid, one_url, 1)
             hot_ms = tour.median(rounds) / 1e3
             cold_ms = tour.median(rounds, IDLE_S) / 1e3
@@ -179,7 +176,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def explain(rows: list[dict[str, Any]]) -> str:
     """What the rows say, in words, from their own figures."""
     value = {r["metric"]: r.get("value") for r in rows}
-    needed = ("tour_after_idle_over_back_to_back", "floor_token_slow_over_fast",
+    needed = ("tour_after_idle_over_back_to_back", "floor_after_idle_over_back_to_back",
+              "floor_token_slow_over_fast",
               "evacore_token_slow_over_fast", "tour_cpu_ms_back_to_back",
               "tour_cpu_ms_after_idle")
     if any(not isinstance(value.get(k), int | float) for k in needed):
@@ -189,7 +187,7 @@ def explain(rows: list[dict[str, Any]]) -> str:
         f"The same one-token tour took {value['tour_cpu_ms_back_to_back']:g} ms of CPU back to "
         f"back and {value['tour_cpu_ms_after_idle']:g} ms after {IDLE_S * 1000:g} ms idle "
         f"({value['tour_after_idle_over_back_to_back']:g}x); the bare relay's request "
-        f"{value.get('floor_after_idle_over_back_to_back')}x. With a stream's tokens "
+        f"{value['floor_after_idle_over_back_to_back']:g}x. With a stream's tokens "
         f"{slow:g} ms apart instead of {fast:g} ms, the bare relay's CPU per token grew "
         f"{value['floor_token_slow_over_fast']:g}x and evacore's "
         f"{value['evacore_token_slow_over_fast']:g}x: the same instructions cost more the "
