@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.dialects.sqlite.aiosqlite import dialect as aiosqlite_dialect
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.orm import Session
+from sqlalchemy.util.concurrency import greenlet_spawn
 
 from evacore.eager import run_until_wait
 from evacore.store.sqlite_driver import async_creator
@@ -100,13 +102,43 @@ class Database:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
-        """A session in one transaction: committed on success, rolled back on error."""
+        """A session in one transaction: committed on success, rolled back on error.
+
+        The same as `async with session.begin()` followed by `close_session`, in fewer hops
+        into SQLAlchemy's greenlets (each about 10 µs of CPU, several per session): the
+        transaction begins without one (beginning takes no connection yet), and the commit
+        and the close, which after a commit holds no connection, share one."""
         s = self.sessions()
+        s.sync_session.begin()
         try:
-            async with s.begin():
-                yield s
-        finally:
+            yield s
+        except BaseException:
+            await close_session(s)  # the rollback
+            raise
+        try:
+            await greenlet_spawn(_commit_and_close, s.sync_session)
+        except BaseException:
             await close_session(s)
+            raise
+
+
+def _commit_and_close(session: Session) -> None:
+    session.commit()
+    session.close()
+
+
+def connect_now(session: Session) -> Connection | None:
+    """The connection of `session`'s transaction, taken without a hop into a greenlet when
+    that needs no I/O: the transaction holds one already or the pool has an idle one (a
+    pooled connection is handed out without a statement: no pre-ping on SQLite). None when a
+    connection would have to be opened (the caller then awaits `AsyncSession.connection`)."""
+    bind = session.bind
+    if not isinstance(bind, Engine) or bind.pool.checkedin() == 0:
+        return None
+    try:
+        return session.connection()
+    except exc.MissingGreenlet:  # the idle connection was invalidated: it must be reopened
+        return None
 
 
 async def close_session(session: AsyncSession) -> None:

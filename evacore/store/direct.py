@@ -30,6 +30,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import TypeDecorator
 
 from evacore.store import recall
+from evacore.store.db import connect_now
 from evacore.store.sqlite_driver import OneTripConnection
 
 _Process = Callable[[Any], Any]
@@ -116,9 +117,10 @@ async def _sqlite_connection(session: AsyncSession) -> Connection | None:
         if (transaction is not None and transaction is session.sync_session.get_transaction()
                 and transaction.is_active):
             return sync  # type: ignore[no-any-return]
-    if session.bind is None or session.bind.dialect.name != "sqlite":
+    bind = session.sync_session.bind
+    if bind is None or bind.dialect.name != "sqlite":
         return None
-    sync = (await session.connection()).sync_connection
+    sync = connect_now(session.sync_session) or (await session.connection()).sync_connection
     transaction = session.sync_session.get_transaction()
     if transaction is not None:
         session.info[_CONNECTION] = (weakref.ref(transaction), sync)
