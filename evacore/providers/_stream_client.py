@@ -90,6 +90,9 @@ class _Conn(asyncio.Protocol):
                 self._fail("the upstream closed the connection"
                            + (f": {exc}" if exc else ""))
         self._wake()
+        # the parser holds this protocol's callbacks, a cycle only the garbage collector's
+        # full pass would free; nothing is parsed after the connection is gone
+        del self.parser
 
     def _ends_with_connection(self) -> bool:
         """The response's body has neither a length nor chunks: it runs to the close."""

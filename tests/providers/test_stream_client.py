@@ -242,3 +242,29 @@ async def test_r2_11_a_body_that_ends_with_the_connection_is_read_whole() -> Non
         for _ in range(2):
             assert text_of(await events_of(provider, chat_request())) == "Hi there."
     assert len(seen) == 2  # never reused: the server said it closes
+
+
+async def test_r2_11_a_connection_closed_mid_answer_is_freed_without_the_cycle_collector(
+) -> None:
+    """An answer aborted mid-stream closes its connection; what the connection held (its
+    parser, buffers, futures) goes with the last reference, not at the next full pass of
+    the garbage collector, which under load runs seconds apart."""
+    import gc
+    import weakref
+
+    half = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(SSE[:60]), SSE[:60]))
+    async with raw_server(lambda: half) as (url, _):
+        client = StreamClient()
+        gc.disable()
+        try:
+            response = await client.send("POST", url + "/chat/completions", {}, b"{}", 5)
+            assert await response.read()
+            conn = weakref.ref(response._conn)
+            await response.aclose()  # the reader gives up with the body unfinished
+            await asyncio.sleep(0.05)  # the transport's close reaches the protocol
+            del response
+            assert conn() is None, gc.get_referrers(conn())
+        finally:
+            gc.enable()
+            await client.aclose()
