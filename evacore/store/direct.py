@@ -147,6 +147,7 @@ async def execute(session: AsyncSession, stmt: ClauseElement,
                 return rows
             return [_read(row, columns) for row in rows]
     result = await session.execute(stmt, params)
-    # a write that returns nothing reads as no rows (an ORM `SELECT`'s result has no
-    # `returns_rows`: it always returns rows)
-    return result.all() if getattr(result, "returns_rows", True) else ()
+    try:
+        return result.all()
+    except exc.ResourceClosedError:  # a write that returns nothing (an ORM entity's too)
+        return ()

@@ -1,15 +1,18 @@
-"""Sessions end without a pass of the event loop when ending waits for nothing, and a close
-that does wait is finished even when its caller is cancelled (store/db.py)."""
+"""Sessions end without a pass of the event loop when ending waits for nothing, a close that
+does wait is finished even when its caller is cancelled, and `core.session()` keeps its
+contract (commit on success; rollback on an error, a cancel or a failed commit; the
+connection back in the pool) on its shorter path through SQLAlchemy (store/db.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 
 from evacore.core import Core
-from evacore.store.db import close_session
+from evacore.store import direct
+from evacore.store.db import close_session, connect_now
 from evacore.store.tables import Setting
 
 
@@ -57,3 +60,64 @@ async def test_a_close_that_waits_is_finished_when_its_caller_is_cancelled(core:
     assert core.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
     async with core.session() as fresh:
         assert await fresh.get(Setting, "undone") is None
+
+
+async def test_a_session_commits_on_success_and_rolls_back_on_error_or_cancel(
+        core: Core) -> None:
+    """`core.session()`: what the block wrote is stored when it ends normally, nothing of it
+    when it raises or is cancelled, and the connection is back in the pool each time."""
+    async with core.session() as s:
+        await s.execute(insert(Setting).values(key="kept", value={"v": 1}))
+    with pytest.raises(RuntimeError):
+        async with core.session() as s:
+            await s.execute(insert(Setting).values(key="raised", value={"v": 1}))
+            raise RuntimeError("the block failed")
+
+    async def cancelled() -> None:
+        async with core.session() as s:
+            await s.execute(insert(Setting).values(key="cancelled", value={"v": 1}))
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(cancelled())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert core.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    async with core.session() as s:
+        assert await s.get(Setting, "kept") is not None
+        assert await s.get(Setting, "raised") is None
+        assert await s.get(Setting, "cancelled") is None
+
+
+async def test_a_failed_commit_rolls_back_and_frees_the_connection(core: Core) -> None:
+    """A commit that fails (here: a flush that breaks a unique key) raises to the caller,
+    stores nothing of the block and leaves no connection checked out."""
+    async with core.session() as s:
+        s.add(Setting(key="taken", value={"v": 1}))
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):
+        async with core.session() as s:
+            await s.execute(insert(Setting).values(key="beside", value={"v": 1}))
+            s.add(Setting(key="taken", value={"v": 2}))  # flushed by the commit: it fails
+    assert core.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    async with core.session() as s:
+        assert (await s.get(Setting, "taken")).value == {"v": 1}  # type: ignore[union-attr]
+        assert await s.get(Setting, "beside") is None
+
+
+async def test_a_pooled_connection_that_was_invalidated_is_reopened_for_the_next_session(
+        core: Core) -> None:
+    """A session takes an idle pooled connection without a hop into SQLAlchemy's greenlet;
+    one that was invalidated (after a disconnect) has to be reopened, which needs the hop:
+    the session still gets a working connection and its statements run."""
+    if core.engine.dialect.name != "sqlite":
+        pytest.skip("the direct path and its pooled connection are SQLite's")
+    async with core.engine.connect() as conn:
+        await conn.invalidate()
+    async with core.session() as s:
+        assert connect_now(s.sync_session) is None  # the idle one must be reopened first
+        await direct.execute(s, insert(Setting).values(key=bindparam("k"), value={"v": 1}),
+                             {"k": "after"})
+    async with core.session() as s:
+        assert connect_now(s.sync_session) is not None  # reopened, pooled, handed at once
+        assert await s.get(Setting, "after") is not None
