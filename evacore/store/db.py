@@ -128,12 +128,14 @@ def _commit_and_close(session: Session) -> None:
 
 
 def connect_now(session: Session) -> Connection | None:
-    """The connection of `session`'s transaction, taken without a hop into a greenlet when
-    that needs no I/O: the transaction holds one already or the pool has an idle one (a
-    pooled connection is handed out without a statement: no pre-ping on SQLite). None when a
-    connection would have to be opened (the caller then awaits `AsyncSession.connection`)."""
+    """The connection of `session`'s transaction on SQLite, taken without a hop into a
+    greenlet while the pool has an idle connection: handing it out needs no I/O there (no
+    pre-ping), nor does returning the one the transaction already holds. None otherwise (no
+    idle connection, one that must be reopened, another database): the caller then awaits
+    `AsyncSession.connection`, which finds or opens it."""
     bind = session.bind
-    if not isinstance(bind, Engine) or bind.pool.checkedin() == 0:
+    if (not isinstance(bind, Engine) or bind.dialect.name != "sqlite"
+            or bind.pool.checkedin() == 0):
         return None
     try:
         return session.connection()
