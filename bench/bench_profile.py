@@ -55,9 +55,9 @@ PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "stages 10-12 (serialize, request, streaming) run by the tour's task"),
     ("stage_13_postprocess", ("PostProcess.run (",), "stage 13"),
     ("stage_14_save", ("Save.run (",), "stage 14"),
-    ("orm_sessions", ("Database.session (", "greenlet_spawn ("),
-     ("SQLAlchemy's sessions: opening, committing and closing them, its greenlet hops and "
-      "the synchronous code run inside them")),
+    ("orm_sessions", ("Database.session (", "greenlet_spawn (", "connect_now ("),
+     ("SQLAlchemy's sessions: opening, committing and closing them, taking their pooled "
+      "connections, its greenlet hops and the synchronous code run inside them")),
     ("sqlite_statements", ("OneTripConnection.run (", "OneTripConnection._trip (",
                            "OneTripConnection.commit ("),
      "SQLite statements and commits run by the driver"),
