@@ -112,13 +112,9 @@ class Database:
         s.sync_session.begin()
         try:
             yield s
-        except BaseException:
-            await close_session(s)  # the rollback
-            raise
-        try:
             await greenlet_spawn(_commit_and_close, s.sync_session)
         except BaseException:
-            await close_session(s)
+            await close_session(s)  # the rollback of a block or a commit that failed
             raise
 
 

@@ -6,8 +6,10 @@ httpx."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -249,9 +251,6 @@ async def test_r2_11_a_connection_closed_mid_answer_is_freed_without_the_cycle_c
     """An answer aborted mid-stream closes its connection; what the connection held (its
     parser, buffers, futures) goes with the last reference, not at the next full pass of
     the garbage collector, which under load runs seconds apart."""
-    import gc
-    import weakref
-
     half = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(SSE[:60]), SSE[:60]))
     async with raw_server(lambda: half) as (url, _):
