@@ -65,7 +65,8 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
     handler._evacore = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level.upper())
-    for noisy in ("httpx", "httpcore", "aiosqlite", "asyncio"):
+    # alembic.runtime.plugins: a line per built-in plugin each time alembic is imported
+    for noisy in ("httpx", "httpcore", "aiosqlite", "asyncio", "alembic.runtime.plugins"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     _configured = True
 

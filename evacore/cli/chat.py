@@ -33,13 +33,16 @@ Message = Annotated[str | None, typer.Option(
 
 
 def _run(options: object) -> None:
-    from evacore.channels.terminal.launch import run_terminal
-    from evacore.cli._embedded import embedded_api
     from evacore.logs import configure_logging
 
+    # before the core's imports, which log as they load (the migrations' library)
     settings = load_settings()
     level = settings.log_level if "log_level" in settings.model_fields_set else "WARNING"
     configure_logging(settings.log_format, level)
+
+    from evacore.channels.terminal.launch import run_terminal
+    from evacore.cli._embedded import embedded_api
+
     code = asyncio.run(run_terminal(options, settings,  # type: ignore[arg-type]
                                     local_api=embedded_api))
     raise typer.Exit(code)

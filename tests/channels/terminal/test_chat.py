@@ -132,3 +132,5 @@ def test_r14_3_chat_embedded_answers_with_the_mock_and_no_server(
     assert again.stdout == "(mock) You said: just once\n"  # stdout: the answer only
     assert "created the master token" not in again.stderr
     assert f"chat {chat[1]} with Assistant" in again.stderr
+    for run in (done, again):  # a terminal user sees no log lines at the default level
+        assert not [line for line in run.stderr.splitlines() if line.startswith("{")], run.stderr
