@@ -2,6 +2,14 @@
 it answers one-token tours (everything a tour costs besides its tokens) and paced tours (200
 tokens, 2 ms apart: a token's own path), each part's share of the samples.
 
+py-spy runs non-blocking and samples the thread holding the interpreter's lock only
+(`--nonblocking --gil`). By default it stops the process for every sample, which here
+multiplied the time a batch of tours took by 3.6 and their CPU by 1.6, and it counts a
+waiting event loop as running: idle waits (a paced stream's gaps between tokens) filled
+the samples as the loop's "own" time. A sample the sampler misses is missed at random; the
+`coverage` row says what share of the loop thread's CPU (its scheduler account) the samples
+stand for.
+
 Must not: bind anything but loopback, download anything, or fail when py-spy is missing or
 may not attach (a row says so). Shares are inclusive and overlap (a stage's share holds the
 SQL it runs); samples of other threads are left out (the thread of aiosqlite and the
@@ -28,7 +36,7 @@ from bench_chat_length import TOKEN, _Chats, _row
 REPEATS = 1
 RATE = 250
 """Samples a second."""
-TOURS, QUICK_TOURS = 200, 20
+TOURS, QUICK_TOURS = 600, 20
 PACED_TOURS, QUICK_PACED_TOURS = 30, 1
 PER_CHAT = 20
 """One-token tours per chat, as the relay benchmark's `tour1`: the history stays short."""
@@ -119,7 +127,7 @@ def _tours(chats: _Chats, tours: int) -> None:
 
 
 def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path
-             ) -> tuple[int, dict[str, float], str | None]:
+             ) -> tuple[int, dict[str, float], float, str | None]:
     server_prefix, load_prefix, _ = procs.pinning()
     up, upstream = procs.upstream(load_prefix, folder, tokens, delay_ms)
     server, url = procs.server(server_prefix, folder, TOKEN)
@@ -129,12 +137,14 @@ def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path
         _tours(chats, 10)  # warm: routes, statements and caches as a running server has them
         recorder = subprocess.Popen(
             [spy, "record", "--rate", str(RATE), "--format", "raw", "-o", str(out),
-             "--pid", str(server.pid)],
+             "--pid", str(server.pid), "--nonblocking", "--gil"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)
         if recorder.poll() is not None:
-            return 0, {}, (recorder.stderr.read() if recorder.stderr else "").strip()[:200]
+            return 0, {}, 0.0, (recorder.stderr.read() if recorder.stderr else "").strip()[:200]
+        before = _loop_thread_ns(server.pid)
         _tours(chats, tours)
+        loop_cpu = (_loop_thread_ns(server.pid) - before) / 1e9
         recorder.send_signal(signal.SIGINT)
         recorder.wait(timeout=60)
         chats.http.close()
@@ -142,9 +152,14 @@ def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path
         server.stop()
         up.stop()
     if not out.exists():
-        return 0, {}, "py-spy wrote no profile"
+        return 0, {}, 0.0, "py-spy wrote no profile"
     total, parts = shares(out.read_text())
-    return total, parts, None
+    return total, parts, loop_cpu, None
+
+
+def _loop_thread_ns(pid: int) -> int:
+    """CPU nanoseconds of the process's main thread (the event loop's), from its schedstat."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0])
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -165,11 +180,15 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         for name, tokens, delay, tours, what in scenarios:
             folder = Path(tmp) / name
             folder.mkdir()
-            total, parts, failed = _profile(spy, tokens, delay, tours, folder)
+            total, parts, loop_cpu, failed = _profile(spy, tokens, delay, tours, folder)
             if failed is not None:
                 return [_row("py_spy", None, "", f"py-spy could not profile: {failed}")]
             rows.append(_row(f"{name}_samples", total, "samples",
                              f"{tours} {what}; the event loop's thread, {RATE} a second"))
+            rows.append(_row(f"{name}_coverage",
+                             round(100.0 * total / (loop_cpu * RATE), 1) if loop_cpu else None,
+                             "%", f"the samples over the loop thread's CPU ({loop_cpu:.2f} s) "
+                             f"times {RATE} a second: the share of its CPU they stand for"))
             rows += [_row(f"{name}_share_{part}", round(share, 1), "%",
                           f"{notes[part]}; {what}") for part, share in parts.items()]
     return rows
