@@ -51,8 +51,17 @@ class RunningTour:
                 yield event
 
     async def result(self) -> Tour:
-        """Wait for the tour's end (it is saved by then); a cancelled waiter leaves it running."""
-        await asyncio.shield(self.task)
+        """Wait for the tour's end (it is saved by then); a cancelled waiter leaves it running.
+        A tour whose task ended cancelled (a cancel that did not come through its abort, such
+        as the server's shutdown) ends aborted here: the waiter is not cancelled by it."""
+        try:
+            await asyncio.shield(self.task)
+        except asyncio.CancelledError:
+            if not self.task.cancelled():
+                raise  # the waiter itself was cancelled
+            if self.tour.error is None:
+                self.tour.status = "aborted"
+                self.tour.error = {"code": "aborted", "message": "the tour was aborted"}
         return self.tour
 
     def abort(self, reason: str = "aborted") -> bool:
@@ -113,6 +122,10 @@ class TourManager:
         if entry is None:
             return False
         tour, task = entry
+        if tour.abort.is_set():
+            # aborting already: one more cancel would land in the abort's own save and end
+            # the tour before it told its channel
+            return True
         tour.abort.fire(reason)
         task.cancel(reason)
         return True

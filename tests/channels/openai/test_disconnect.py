@@ -114,3 +114,29 @@ async def test_r14_1_a_client_leaving_before_the_first_chunk_closes_the_upstream
             await ask
     assert await fake.await_client_left(2.0), "the upstream request was never closed"
     assert fake.disconnect_times[0] - left_at < 1.0
+
+
+async def test_r14_1_a_stream_aborted_twice_still_ends_with_an_error_line_and_done(
+    server: ServerProcess, api: httpx.AsyncClient, fake: FakeUpstream
+) -> None:
+    fake.script.add(Reply(text=WORDS, token_delay=0.02))
+    async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=TOKEN,
+                                  max_retries=0) as oai:
+        stream = await oai.chat.completions.create(
+            model=fake.model, messages=[{"role": "user", "content": "Count slowly."}],  # type: ignore[attr-defined]
+            stream=True)
+        tour_id = stream.response.headers["x-evacore-tour"]
+        texts = []
+        with pytest.raises(openai.APIError) as failed:
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    texts.append(chunk.choices[0].delta.content)
+                if len(texts) == 3:  # a stop button pressed twice, quickly
+                    first, second = await asyncio.gather(
+                        api.post(f"/v1/tours/{tour_id}/abort"),
+                        api.post(f"/v1/tours/{tour_id}/abort"))
+                    assert first.status_code == second.status_code == 200
+    assert "aborted" in str(failed.value)  # the error line came, not a cut connection
+    tour = await _settled(api, tour_id)
+    assert tour["status"] == "aborted"
+

@@ -4,11 +4,14 @@ upstream), never FastAPI's `{"detail"}` nor evacore's own shape; unknown fields 
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import openai
 import pytest
 from fastapi import FastAPI
 
+from evacore.core import Core
 from tests.channels.openai.conftest import sdk
 from tests.conftest import MASTER_TOKEN
 from tests.fakes.script import Reply
@@ -155,3 +158,29 @@ async def test_r14_1_failure_mid_stream_is_one_error_line_then_done(
     assert r.status_code == 200
     assert lines[-1] == "data: [DONE]" and lines[-2].startswith('data: {"error":')
     assert sum(1 for line in lines if '"error"' in line) == 1
+
+
+
+async def test_r14_1_a_non_stream_answer_aborted_twice_is_an_error_in_openai_terms(
+    core: Core, raw: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    """A stop pressed twice while a non-stream answer is generated: the second abort must not
+    cut the tour's own save short (the answer was a bare 500 before)."""
+    upstream.script.add(Reply(text=" ".join(f"w{i}" for i in range(200)), token_delay=0.02))
+    asked = asyncio.ensure_future(raw.post("/v1/chat/completions", json={
+        "model": "@up", "messages": [{"role": "user", "content": "Count."}]}))
+    for _ in range(250):
+        if upstream.generation_requests and core.tours.running:
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # some tokens in
+    (tour_id,) = list(core.tours.running)
+    assert core.tours.abort_local(tour_id, "aborted")
+    await asyncio.sleep(0)  # the tour is in its abort's save now
+    await asyncio.sleep(0)
+    assert core.tours.abort_local(tour_id, "aborted")
+    r = await asked
+    assert envelope(r)["code"] == "aborted"
+    assert r.headers["x-evacore-tour"] == tour_id
+    tour = (await raw.get(f"/v1/tours/{tour_id}")).json()
+    assert tour["status"] == "aborted"
