@@ -158,3 +158,22 @@ async def test_r14_2_typing_is_renewed_while_a_tour_runs(
     typing = bot_api.of("sendChatAction")
     assert len(typing) >= 4 and all(c.params["action"] == "typing" for c in typing)
     assert typing[-1].at <= bot_api.of("sendMessage")[-1].at
+
+
+async def test_r14_2_an_update_this_aiogram_cannot_read_is_skipped_and_the_next_answered(
+    core: Core, bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
+) -> None:
+    """A newer Bot API may send a field variant aiogram does not know: that one update is
+    skipped (the offset moves past it), the updates after it are answered."""
+    odd = bot_api.message(MASTER_ID, MASTER, "forwarded from the future")
+    odd["forward_origin"] = {"type": "future_origin", "date": 1}
+    bot_api.push({"message": odd})
+    mid = bot_api.say(MASTER_ID, MASTER, "Are you there?")["message_id"]
+    upstream.script.reply(f"Yes. ↩ #{mid}")
+    sent = await answers_after(bot_api, MASTER_ID)
+    assert [m["text"] for m in sent] == ["Yes."]
+    chat = await chat_of(core, MASTER_ID)
+    assert chat is not None
+    assert await stored(core, chat) == [("user", f"#{mid} Are you there?"),
+                                        ("assistant", f"Yes. ↩ #{mid}")]
+    await bot_api.wait_for(lambda: not bot_api.updates)  # both were confirmed

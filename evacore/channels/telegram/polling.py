@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from aiogram import Bot
 from aiogram.exceptions import TelegramConflictError
 from aiogram.methods import DeleteWebhook, GetUpdates
 from aiogram.types import Update
+from pydantic import ValidationError
 
 from evacore.channels.telegram.api import PASSING, BotApi, FloodWaitTooLong
 from evacore.logs import get_logger
@@ -29,6 +31,30 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 LEASE = "polling"
 ALLOWED_UPDATES = ["message"]
+
+
+class _RawUpdates(GetUpdates):
+    """getUpdates with its answer left unread: each update is read on its own
+    (`read_update`), so one this aiogram cannot read (a field of a newer Bot API) is skipped
+    instead of failing the whole batch, and the offset moves past it."""
+
+    __returning__ = list[Any]
+
+
+def read_update(raw: Any, bot: Bot) -> tuple[int | None, Update | None]:
+    """(its update_id, the update) of one update as Telegram sent it; the update is None when
+    it cannot be read (logged without its content), the id None when it has none."""
+    update_id = raw.get("update_id") if isinstance(raw, dict) else None
+    if not isinstance(update_id, int) or isinstance(update_id, bool):
+        log.warning("telegram.update_unreadable", reason="no update_id")
+        return None, None
+    try:
+        return update_id, Update.model_validate(raw, context={"bot": bot})
+    except ValidationError as exc:
+        where = sorted({".".join(str(p) for p in e["loc"][:3]) for e in exc.errors()})[:5]
+        log.warning("telegram.update_unreadable", update_id=update_id, fields=where,
+                    hint="skipped: a newer Bot API than this aiogram reads?")
+        return update_id, None
 
 
 class Poller:
@@ -97,8 +123,8 @@ class Poller:
             offset = row.next_offset if row is not None else 0
         while not lost.is_set():
             request = asyncio.ensure_future(self.api.call(
-                GetUpdates(offset=offset or None, timeout=self.poll_timeout,
-                           allowed_updates=ALLOWED_UPDATES),
+                _RawUpdates(offset=offset or None, timeout=self.poll_timeout,
+                            allowed_updates=ALLOWED_UPDATES),
                 timeout=self.poll_timeout + 10, attempts=1))
             gone = asyncio.ensure_future(lost.wait())
             try:
@@ -123,12 +149,15 @@ class Poller:
                 log.warning("telegram.poll_failed", error=str(exc))
                 await asyncio.sleep(1.0)
                 continue
-            for update in updates:
-                try:
-                    await self.handle(update)
-                except Exception:  # one bad update must not stop the chat
-                    log.exception("telegram.update_failed", update_id=update.update_id)
-                offset = update.update_id + 1
+            for raw in updates:
+                update_id, update = read_update(raw, self.api.bot)
+                if update is not None:
+                    try:
+                        await self.handle(update)
+                    except Exception:  # one bad update must not stop the chat
+                        log.exception("telegram.update_failed", update_id=update_id)
+                if update_id is not None:
+                    offset = max(offset, update_id + 1)
             if updates:
                 async with self.core.session() as s:
                     await store.save_offset(s, LEASE, self.holder, offset)
