@@ -58,6 +58,8 @@ def test_r14_4_send_streams_then_stop_hides(page: Page, evacore: Evacore) -> Non
     expect(assistant(page).locator("strong")).to_have_text("bold")  # Markdown rendered
     expect(assistant(page)).to_contain_text("word39")
     expect(page.locator('article[data-role="user"]')).to_contain_text("second line")
+    # the composer is the one element labelled Message, with messages on the page too
+    expect(page.get_by_label("Message")).to_have_count(1)
     shot(page, evacore, "chat")
 
     stored = evacore.messages(chat_id)

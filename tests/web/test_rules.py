@@ -138,3 +138,23 @@ def test_r14_4_a_non_master_is_told_what_is_theirs(
     expect(page.get_by_text("for the master only")).to_be_visible()
     page.get_by_role("navigation").get_by_role("link", name="Stats").click()
     expect(page.get_by_text("for the master only")).to_be_visible()
+
+
+def test_r14_4_a_rule_named_new_opens_by_its_name(page: Page, evacore: Evacore) -> None:
+    r = evacore.api.post("/v1/rules", json={
+        "name": "new", "scope": "text", "condition": "(?i)brand new", "text": "Say what is new.",
+        "enabled": False})
+    assert r.status_code == 201, r.text
+    try:
+        sign_in(page, evacore)
+        open_rules(page)
+        page.get_by_role("link", name="new", exact=True).click()
+        editor = page.get_by_role("region", name="Rule new")
+        expect(editor.get_by_role("heading", name="new", exact=True)).to_be_visible()
+        expect(page.get_by_role("textbox", name="Condition", exact=True)).to_have_value(
+            "(?i)brand new")
+        page.get_by_role("link", name="New rule").click()  # the blank form still opens
+        expect(page.get_by_role("region", name="New rule")).to_be_visible()
+        expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("")
+    finally:
+        evacore.api.delete("/v1/rules/new")

@@ -86,7 +86,7 @@ export class MessageArticle extends Pure {
     const position = variants.length > 1 || last
       ? html`<span class="variant-pos" aria-label="variant position">${index + 1}/${variants.length}</span>` : null;
     return html`<article class=${`msg msg-${message.role}`} data-role=${message.role}
-        data-message-id=${message.id} aria-label=${`${message.role} message`}>
+        data-message-id=${message.id}>
       <${Header} message=${message} extra=${tags} />
       ${editing
         ? html`<${Editor} text=${message.content}
@@ -139,7 +139,7 @@ export function StreamingArticle({ name, initial, held, tools, error, onView }) 
   }, []);
   const message = { role: "assistant", name };
   return html`<article class="msg msg-assistant msg-streaming" data-role="assistant"
-      aria-busy="true" aria-label="assistant message">
+      aria-busy="true">
     <${Header} message=${message} extra=${held ? html`<span class="tag tag-hold" role="status">checking…</span>` : null} />
     <div class="md" ref=${body} />
     ${tools && tools.length ? html`<div class="tools">${tools.map((c) => html`<${ToolCall} call=${c} />`)}</div>` : null}

@@ -46,10 +46,13 @@ function Problems({ list }) {
     ? html`<div class="field-error" role="alert">${list.map((p) => html`<div>${p}</div>`)}</div>` : null;
 }
 
+// The blank form's place: "+" is in no rule name ([a-z0-9_]), so a rule named "new" opens.
+const NEW = "+new";
+
 export function RulesView({ name, navigate }) {
   const [data, error, reload] = useLoad(() => api("rules"), []);
   const rules = (data && data.rules) || [];
-  const open = name === "new" ? BLANK : rules.find((r) => r.name === name);
+  const open = name === NEW ? BLANK : rules.find((r) => r.name === name);
 
   async function toggle(rule) {
     await api(`rules/${encodeURIComponent(rule.name)}`, { method: "PATCH", body: { enabled: !rule.enabled } });
@@ -58,7 +61,7 @@ export function RulesView({ name, navigate }) {
   return html`<div class="split rules">
     <aside class="sidebar" aria-label="Rule list">
       <div class="sidebar-head"><h1>Stream rules</h1>
-        <a class="btn btn-primary btn-small" href="#/rules/new">New rule</a></div>
+        <a class="btn btn-primary btn-small" href=${`#/rules/${NEW}`}>New rule</a></div>
       <${ErrorNote} error=${error} />
       <ul class="rule-list">${rules.map((r) => html`<li key=${r.name} class=${r.enabled ? "" : "off"}>
         <a href=${`#/rules/${encodeURIComponent(r.name)}`} class=${r.name === name ? "active" : ""}
@@ -70,7 +73,7 @@ export function RulesView({ name, navigate }) {
       </li>`)}</ul>
     </aside>
     <div class="main">
-      ${open ? html`<${RuleEditor} key=${name} rule=${open} isNew=${name === "new"}
+      ${open ? html`<${RuleEditor} key=${name} rule=${open} isNew=${name === NEW}
           onSaved=${(saved) => { reload(); navigate(`#/rules/${encodeURIComponent(saved.name)}`); }}
           onDeleted=${() => { reload(); navigate("#/rules"); }} />`
         : html`<div class="empty big"><h1>Stream rules</h1>
@@ -146,7 +149,7 @@ function RuleEditor({ rule, isNew, onSaved, onDeleted }) {
       </div>
       <${Field} id="rule-condition" label="Condition" hint="RE2 regex; empty matches everything" problems=${problems.condition}>
         <textarea id="rule-condition" aria-describedby="rule-condition-hint" class="mono" rows="3"
-          value=${form.condition} onInput=${set("condition")} spellcheck="false" />
+          value=${form.condition} onInput=${set("condition")} spellcheck=${false} />
       <//>
       <div class="row wrap">
         <label class="check"><input type="checkbox" checked=${form.negate} onChange=${set("negate")} /> Negate (act when the condition is not found)</label>
