@@ -85,9 +85,36 @@ def _check_typed(request: TourRequest) -> None:
             raise InvalidInput(f"{where}: {exc}") from None
 
 
+@dataclass
+class _Checked:
+    """What `check_request` read from a request, ready for its tour."""
+
+    env: dict[str, bool]
+    overrides: dict[str, bool] | None
+    images: list[Any]
+    client_ops: list[dict[str, Any]]
+    external_tools: list[dict[str, Any]]
+    params: dict[str, Any]
+
+
 def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
     """The tour a request asks for; invalid requests raise `InvalidInput` (a 422), client ops
     from anyone but the master `Forbidden` (a 403)."""
+    c = check_request(request, max_steps=max_steps)
+    tour = Tour(
+        chat_id=request.chat_id, user_id=request.user_id, role=request.role,
+        mode=request.mode, stream=request.stream, env=c.env, env_overrides=c.overrides,
+        input_text=request.text, input_images=c.images, params=c.params,
+        client_ops=c.client_ops, external_tools=c.external_tools,
+    )
+    if request.system:
+        tour.data["client_system"] = [str(s) for s in request.system]
+    return tour
+
+
+def check_request(request: TourRequest, *, max_steps: int) -> _Checked:
+    """Everything `tour_for` refuses a request for, without making its tour: a channel that
+    must write something before it starts the tour (a chat) checks first."""
     if request.mode not in MODES:
         raise InvalidInput(f"unknown mode {request.mode!r}; known: {', '.join(MODES)}")
     _check_typed(request)
@@ -124,12 +151,4 @@ def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
         params["max_steps"] = step_limit(params["max_steps"], max_steps)
     if request.prefill is not None:
         params["prefill"] = request.prefill
-    tour = Tour(
-        chat_id=request.chat_id, user_id=request.user_id, role=request.role,
-        mode=request.mode, stream=request.stream, env=env, env_overrides=overrides,
-        input_text=request.text, input_images=images, params=params, client_ops=client_ops,
-        external_tools=external_tools,
-    )
-    if request.system:
-        tour.data["client_system"] = [str(s) for s in request.system]
-    return tour
+    return _Checked(env, overrides, images, client_ops, external_tools, params)

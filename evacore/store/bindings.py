@@ -31,7 +31,8 @@ def _newest_bound(digest_column: Any) -> Select[Any]:
 
 _BY_FULL = _newest_bound(_BINDINGS.c.full_digest)
 _BY_TURN = _newest_bound(_BINDINGS.c.turn_digest)
-_NAMED = (select(_CHATS.c.user_id, _BINDINGS.c.turn_digest)
+_NAMED = (select(_CHATS.c.user_id, _BINDINGS.c.turn_digest, _CHATS.c.character_id,
+                 _CHATS.c.connection_id)
           .select_from(_CHATS.outerjoin(_BINDINGS, _BINDINGS.c.chat_id == _CHATS.c.id))
           .where(_CHATS.c.id == bindparam("p_chat_id")))
 
@@ -50,14 +51,16 @@ async def find_chat(session: AsyncSession, scope: str, *, full: str | None = Non
     return str(rows[0][0]) if rows else None
 
 
-async def named_chat(session: AsyncSession, chat_id: str) -> tuple[str | None, str | None] | None:
-    """(the chat's owner, the turn digest it is bound with, if any) of the chat a request
-    names; None when no such chat exists. One statement, no ORM objects."""
+async def named_chat(session: AsyncSession, chat_id: str
+                     ) -> tuple[str | None, str | None, str | None, str | None] | None:
+    """(the chat's owner, the turn digest it is bound with if any, its character, its
+    connection) of the chat a request names; None when no such chat exists. One statement,
+    no ORM objects."""
     rows = await direct.execute(session, _NAMED, {"p_chat_id": chat_id})
     if not rows:
         return None
-    owner, turn = rows[0]
-    return owner, turn
+    owner, turn, character_id, connection_id = rows[0]
+    return owner, turn, character_id, connection_id
 
 
 _REBIND = (update(ChatBinding.__table__)

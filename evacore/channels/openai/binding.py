@@ -45,8 +45,12 @@ class Plan:
 def scope_of(who: Identity, target: Target, end_user: str | None) -> str:
     """Chats are matched only among one caller's chats with one character on one
     connection (and one end user, OpenAI's `user` field)."""
-    raw = "\x00".join((who.user_id, target.character_id or "", target.connection_id,
-                       end_user or ""))
+    return _scope(who.user_id, target.character_id, target.connection_id, end_user)
+
+
+def _scope(user_id: str, character_id: str | None, connection_id: str | None,
+           end_user: str | None) -> str:
+    raw = "\x00".join((user_id, character_id or "", connection_id or "", end_user or ""))
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -57,7 +61,7 @@ async def plan_for(s: AsyncSession, who: Identity, target: Target, conv: Convers
     scope = scope_of(who, target, end_user)
     whole = digest(conv.turns)
     if named is not None:
-        plan = await _named(s, who, named, scope, whole)
+        plan = await _named(s, who, named, whole, end_user)
     else:
         plan = await _matched(s, scope, conv, whole)
     if plan is None:
@@ -76,13 +80,18 @@ async def plan_for(s: AsyncSession, who: Identity, target: Target, conv: Convers
     return plan
 
 
-async def _named(s: AsyncSession, who: Identity, chat_id: str, scope: str,
-                 whole: str) -> Plan:
+async def _named(s: AsyncSession, who: Identity, chat_id: str, whole: str,
+                 end_user: str | None) -> Plan:
+    """The chat runs with its own character and connection whatever the request's `model`
+    says, so it is bound (`record`) under those: a later request for the model it was named
+    with does not find it."""
     found = await bindings.named_chat(s, chat_id)
     if found is None or (not who.is_master and found[0] != who.user_id):
         raise FacadeError(404, f"The chat `{chat_id}` named by X-Evacore-Chat does not exist.",
                           code="chat_not_found", param=None)
-    if found[1] == whole:
+    _owner, turn, character_id, connection_id = found
+    scope = _scope(who.user_id, character_id, connection_id, end_user)
+    if turn == whole:
         return Plan(chat_id, scope, mode="regenerate", how="named")
     return Plan(chat_id, scope, how="named")
 

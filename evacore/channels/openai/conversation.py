@@ -70,7 +70,8 @@ def parse_body(raw: bytes) -> ChatBody:
         raise FacadeError(400, message, code="missing_required_parameter" if missing
                           else "invalid_value", param=param) from None
     if body.n is not None and body.n != 1:
-        raise FacadeError(400, "n > 1 is not supported: evacore answers with one choice.",
+        raise FacadeError(400, f"n must be 1 (it was {body.n}): evacore answers with one "
+                          "choice.",
                           code="unsupported_value", param="n")
     if isinstance(body.stop, list) and len(body.stop) > 4:
         raise FacadeError(400, "stop takes at most 4 sequences.", code="invalid_value",

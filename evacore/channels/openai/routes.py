@@ -39,7 +39,7 @@ from evacore.errors import EvacoreError
 from evacore.logs import get_logger
 from evacore.pipeline.events import Batch
 from evacore.pipeline.manager import RunningTour
-from evacore.pipeline.request import TourRequest
+from evacore.pipeline.request import TourRequest, check_request
 from evacore.pipeline.tour import Tour
 from evacore.store.users import identify
 
@@ -107,10 +107,26 @@ async def models(request: Request) -> Response:
                     media_type="application/json")
 
 
-@router.api_route("/models", methods=["POST", "PUT", "PATCH", "DELETE"],
+@router.get("/models/{model:path}")
+async def model(request: Request, model: str) -> Response:
+    """One model as `GET /v1/models` lists it (`<char>@<connection>` too, with the
+    character's time); unknown → 404 `model_not_found`."""
+    await authenticate(request)
+    async with request.app.state.core.session() as s:
+        await resolve(s, model)
+        listed = {entry["id"].casefold(): entry for entry in await list_models(s)}
+    entry = listed.get(model.casefold()) or listed.get(model.partition("@")[0].casefold())
+    created = entry["created"] if entry is not None else 0
+    return Response(orjson.dumps({"id": model, "object": "model", "created": created,
+                                  "owned_by": "evacore"}), media_type="application/json")
+
+
+@router.api_route("/models", methods=["POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
                   include_in_schema=False)
-@router.api_route("/chat/completions", methods=["GET", "PUT", "PATCH", "DELETE"],
-                  include_in_schema=False)
+@router.api_route("/models/{model:path}", methods=["POST", "PUT", "PATCH", "DELETE", "HEAD",
+                                                   "OPTIONS"], include_in_schema=False)
+@router.api_route("/chat/completions", methods=["GET", "PUT", "PATCH", "DELETE", "HEAD",
+                                                "OPTIONS"], include_in_schema=False)
 async def wrong_method(request: Request) -> Response:
     raise FacadeError(405, f"{request.method} is not allowed on {request.url.path}.",
                       code="method_not_allowed")
@@ -126,16 +142,27 @@ async def chat_completions(request: Request) -> Response:
     conv = parse_messages(body.messages)
     tools = external_tools(body)
     named = (request.headers.get(CHAT_HEADER) or "").strip() or None
-    async with core.session() as s:
-        target = await resolve(s, body.model)
-        plan = await binding.plan_for(s, who, target, conv, named=named, end_user=body.user)
-    try:
-        running = core.tours.start(TourRequest(
+
+    def tour_request(plan: binding.Plan) -> TourRequest:
+        return TourRequest(
             chat_id=plan.chat_id, user_id=who.user_id, role=who.role, text=plan.text,
             images=plan.images, mode=plan.mode, stream=bool(body.stream),
             params=tour_params(body, target.max_tokens), system=conv.system,
-            external_tools=tools, resume=plan.resume,
-        ))
+            external_tools=tools, resume=plan.resume)
+
+    async with core.session() as s:
+        target = await resolve(s, body.model)
+        # what the tour would refuse, refused before a chat is made for it
+        turn = binding.Plan("", "", resume=conv.ends_with_results)
+        if not turn.resume:
+            turn.text, turn.images = conv.text, list(conv.images)
+        try:
+            check_request(tour_request(turn), max_steps=core.settings.agent.max_steps)
+        except EvacoreError as exc:
+            return from_evacore(exc).response()
+        plan = await binding.plan_for(s, who, target, conv, named=named, end_user=body.user)
+    try:
+        running = core.tours.start(tour_request(plan))
     except EvacoreError as exc:
         return from_evacore(exc).response({CHAT_HEADER: plan.chat_id})
     running.tour.diagnostics["openai"] = {"model": body.model, "binding": plan.how}

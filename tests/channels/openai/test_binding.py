@@ -9,7 +9,7 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from tests.channels.openai.conftest import messages, sdk, sent_messages
+from tests.channels.openai.conftest import add_character, messages, sdk, sent_messages
 from tests.conftest import make_user
 from tests.fakes.upstream import FakeUpstream
 
@@ -145,3 +145,29 @@ async def test_r14_1_a_failed_answer_is_retried_in_the_same_chat(
     stored = await messages(client, chat)
     assert [(m["role"], m["content"]) for m in stored] == [
         ("user", "Are you there?"), ("assistant", "Yes, now I am.")]
+
+
+async def test_r14_1_a_chat_named_with_another_model_stays_bound_to_its_own(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    """A chat runs with its own character whatever `model` the request naming it says, so
+    a later request for that model (without the header) must not find it."""
+    await add_character(client, "Orla")
+    upstream.script.reply("Orla here.").reply("Still Orla.").reply("A new chat.")
+    first = await oai.chat.completions.with_raw_response.create(
+        model="Orla@up", messages=[{"role": "user", "content": "Q1"}])
+    orla = first.headers["x-evacore-chat"]
+    named, chat, _ = await ask(oai, [{"role": "user", "content": "Q2"}],
+                               extra_headers={"X-Evacore-Chat": orla})
+    assert (named, chat) == ("Still Orla.", orla)
+    answer, other, _ = await ask(oai, [{"role": "user", "content": "Q2"},
+                                       {"role": "assistant", "content": "Still Orla."},
+                                       {"role": "user", "content": "Q3"}])
+    assert other != orla and answer == "A new chat."
+    assert len(await messages(client, orla)) == 4
+    # the same conversation as Orla@up (the chat's own model) goes on in it
+    upstream.script.reply("Orla again.")
+    again = await oai.chat.completions.with_raw_response.create(model="Orla@up", messages=[
+        {"role": "user", "content": "Q2"}, {"role": "assistant", "content": "Still Orla."},
+        {"role": "user", "content": "Q3"}])
+    assert again.headers["x-evacore-chat"] == orla

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from evacore.core import Core
-from tests.channels.openai.conftest import sdk
+from tests.channels.openai.conftest import add_character, sdk
 from tests.conftest import MASTER_TOKEN
 from tests.fakes.script import Reply
 from tests.fakes.upstream import FakeUpstream
@@ -184,3 +184,38 @@ async def test_r14_1_a_non_stream_answer_aborted_twice_is_an_error_in_openai_ter
     assert r.headers["x-evacore-tour"] == tour_id
     tour = (await raw.get(f"/v1/tours/{tour_id}")).json()
     assert tour["status"] == "aborted"
+
+
+async def test_r14_1_a_request_the_tour_refuses_leaves_no_chat_behind(
+    raw: httpx.AsyncClient, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    before = (await client.get("/v1/chats")).json()
+    for messages in (
+        [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"},
+         {"role": "user", "content": ""}],
+        [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"},
+         {"role": "user", "content": [{"type": "image_url", "image_url": {
+             "url": "data:text/plain;base64,aGVsbG8="}}]}],
+    ):
+        r = await raw.post("/v1/chat/completions", json={"model": "@up", "messages": messages})
+        assert r.status_code == 400, r.text
+        assert envelope(r)["code"] == "invalid_input"
+        assert "x-evacore-chat" not in r.headers
+    assert (await client.get("/v1/chats")).json() == before  # retries pile up nothing
+    assert upstream.generation_requests == []
+
+
+async def test_r14_1_other_methods_and_one_model(oai: openai.AsyncOpenAI, raw: httpx.AsyncClient,
+                                                 client: httpx.AsyncClient,
+                                                 upstream: FakeUpstream) -> None:
+    for path in ("/v1/chat/completions", "/v1/models"):
+        r = await raw.options(path)
+        assert r.status_code == 405 and envelope(r)["code"] == "method_not_allowed"
+        assert (await raw.head(path)).status_code == 405
+    await add_character(client, "Orla")
+    for name in ("Orla", "orla@UP", "@up"):
+        found = await oai.models.retrieve(name)
+        assert (found.id, found.object, found.owned_by) == (name, "model", "evacore")
+    with pytest.raises(openai.NotFoundError) as missing:
+        await oai.models.retrieve("Nobody")
+    assert missing.value.code == "model_not_found"
