@@ -179,6 +179,8 @@ def test_r14_4_inspect_shows_request_model_and_stages(page: Page, evacore: Evaco
     changes = inspector.get_by_role("region", name="Change log")
     for stage in ("user_input", "character", "context_shift", "interceptors", "save"):
         expect(changes).to_contain_text(stage)
+    expect(changes).to_contain_text("plugin regex_scripts")  # the built-in plugin's hook ran
+    expect(changes).not_to_contain_text("plugin plugin:")
     expect(inspector.get_by_role("img", name="stage timings")).to_be_visible()
     expect(inspector).to_contain_text("Context shifting")
     expect(inspector).to_contain_text("Stream rules")

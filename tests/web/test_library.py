@@ -140,3 +140,18 @@ def test_r14_4_drop_a_card_and_import_a_lorebook_by_input(page: Page, evacore: E
     page.get_by_label("Import").set_input_files(str(ELDORIA))
     expect(page.get_by_role("status")).to_contain_text("Imported")
     expect(page.locator(".book")).not_to_have_count(0)
+
+
+def test_r14_4_a_lorebook_dropped_on_characters_is_imported_as_a_lorebook(
+        page: Page, evacore: Evacore) -> None:
+    sign_in(page, evacore)
+    open_view(page, "Characters")
+    name = json.loads(ELDORIA.read_text()).get("name") or ELDORIA.stem
+    before = [b["id"] for b in evacore.api.get("/v1/lorebooks").json()["lorebooks"]]
+    drop(page, ELDORIA, "application/json")
+    page.wait_for_url("**/#/lorebooks")
+    expect(page.get_by_role("status")).to_contain_text("Imported")
+    books = evacore.api.get("/v1/lorebooks").json()["lorebooks"]
+    added = [b for b in books if b["id"] not in before]
+    assert [b["name"] for b in added] == [name]
+    evacore.api.delete(f"/v1/lorebooks/{added[0]['id']}")

@@ -83,7 +83,9 @@ function Stages({ d }) {
   return html`<section class="insp-section" aria-label="Change log">
     <h3>Change log by stage and plugin</h3>
     <ol class="stages">${order.map((stage) => {
-      const own = changes.filter((c) => c.stage === stage);
+      // an entry that changed nothing says nothing (a plugin's own line below says it ran)
+      const own = changes.filter((c) => c.stage === stage && (c.skipped
+        || [c.added, c.removed, c.changed].some((ids) => ids && ids.length)));
       const hooked = hooks.filter((p) => p.stage === stage);
       const quiet = !own.length && !hooked.length;
       return html`<li class=${quiet ? "quiet" : ""}>
@@ -91,7 +93,7 @@ function Stages({ d }) {
           ${d.timings && d.timings[stage] !== undefined ? html`<span class="muted small">${ms(d.timings[stage])}</span>` : null}
           ${quiet ? html`<span class="muted small">no change</span>` : null}</div>
         ${own.map((c) => html`<div class="change">
-          <div class="actor">${c.actor === "stage" ? "stage" : `plugin ${c.actor}`}</div>
+          <div class="actor">${c.actor === "stage" ? "stage" : `plugin ${String(c.actor).replace(/^plugin:/, "")}`}</div>
           <${Ids} label="added" ids=${c.added} sign="add" />
           <${Ids} label="removed" ids=${c.removed} sign="del" />
           <${Ids} label="changed" ids=${c.changed} sign="mod" />

@@ -103,13 +103,13 @@ function App() {
       depth = 0;
       setDragging(false);
       const files = [...e.dataTransfer.files];
+      // a dropped file goes where its kind says (a lorebook dropped on Characters is still a
+      // lorebook), and the page shows the view it went to
       const current = parseRoute(location.hash).view;
-      const forced = current === "lorebooks" ? "lorebook" : current === "characters" ? "character" : null;
-      const results = await onFiles(files, forced);
+      const results = await onFiles(files, null);
       const first = results.find((r) => !r.error) || results[0];
-      if (first && current !== "characters" && current !== "lorebooks") {
-        navigate(first.kind === "lorebook" ? "#/lorebooks" : "#/characters");
-      }
+      const view = first && (first.kind === "lorebook" ? "lorebooks" : "characters");
+      if (view && view !== current) navigate(`#/${view}`);
     };
     addEventListener("dragenter", enter);
     addEventListener("dragleave", leave);
