@@ -139,15 +139,17 @@ async def finish_outbox(s: AsyncSession, tour_id: str, status: str,
         .execution_options(synchronize_session=False))
 
 
-async def note_attempt(s: AsyncSession, tour_id: str, error: str, max_backoff: float) -> int:
+async def note_attempt(s: AsyncSession, tour_id: str, error: str, max_backoff: float, *,
+                       at_least: float = 0.0) -> int:
     """A delivery stopped by a passing fault: counted, and not tried again (by any instance)
-    before a backoff that doubles with each attempt (5 s, 10 s, … up to `max_backoff`)."""
+    before a backoff that doubles with each attempt (5 s, 10 s, … up to `max_backoff`), nor
+    before `at_least` seconds (the `retry_after` of Telegram's flood control)."""
     row = await s.get(TelegramOutbox, tour_id, with_for_update=_pg(s))
     if row is None:
         return 0
     row.attempts = (row.attempts or 0) + 1
     row.error = error
-    backoff = min(5.0 * 2 ** (row.attempts - 1), max_backoff)
+    backoff = max(min(5.0 * 2 ** (row.attempts - 1), max_backoff), at_least)
     row.lease_until = utcnow() + timedelta(seconds=backoff)
     return row.attempts
 

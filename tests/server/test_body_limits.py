@@ -190,3 +190,18 @@ async def test_r14_facade_refusals_speak_openai(core: Core) -> None:
     assert ex.status == 413 and set(ex.body["error"]) == {"message", "type", "param", "code"}
     ex = await _call(core, "POST", "/v1/chat/completions", [b"{}"], length=2, token=None)
     assert ex.status == 401 and ex.body["error"]["code"] == "missing_api_key"
+
+
+async def test_r14_1_a_chunked_facade_body_past_the_limit_is_refused_quietly(
+        core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evacore.channels.openai import routes
+
+    crashes: list[str] = []
+    monkeypatch.setattr(routes.log, "exception",
+                        lambda event, **kw: crashes.append(event))
+    chunks = [b" " * 1000] * 50
+    ex = await _call(core, "POST", "/v1/chat/completions", chunks, leaves=True)
+    assert ex.status == 413
+    assert ex.body["error"]["code"] == "too_large"
+    assert ex.body["error"]["type"] == "invalid_request_error"  # OpenAI's envelope
+    assert crashes == []  # a body cut at the limit is no crash of the server

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+from evacore.channels.telegram.api import RetryPolicy
 from evacore.channels.telegram.channel import TelegramChannel
 from evacore.core import Core
 from tests.fakes.script import Reply
 from tests.fakes.telegram import FakeBotApi
 from tests.fakes.upstream import FakeUpstream
-from tests.telegram.conftest import MASTER, MASTER_ID
+from tests.telegram.conftest import MASTER, MASTER_ID, make_channel
 from tests.telegram.helpers import answers_after, chat_of, settled, stored
 
 
@@ -177,3 +178,25 @@ async def test_r14_2_an_update_this_aiogram_cannot_read_is_skipped_and_the_next_
     assert await stored(core, chat) == [("user", f"#{mid} Are you there?"),
                                         ("assistant", f"Yes. ↩ #{mid}")]
     await bot_api.wait_for(lambda: not bot_api.updates)  # both were confirmed
+
+
+async def test_r14_2_a_flood_wait_too_long_to_wait_in_one_go_is_kept_by_the_outbox(
+    core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    """A `retry_after` longer than a call waits in one go ends the call; the outbox then
+    tries again no sooner than Telegram asked, whatever its own backoff says."""
+    ch = make_channel(core, bot_api, policy=RetryPolicy(attempts=3, backoff=0.01,
+                                                       max_backoff=0.05, max_retry_after=1.0))
+    ch.outbox.max_backoff = 0.2  # its own schedule alone would try again in 0.2 s
+    await ch.start()
+    try:
+        bot_api.fail("sendMessage", 429, retry_after=3)
+        mid = bot_api.say(MASTER_ID, MASTER, "Busy day?")["message_id"]
+        upstream.script.reply(f"Very. ↩ #{mid}")
+        sent = await answers_after(bot_api, MASTER_ID)
+        tries = [c for c in bot_api.calls if c.method == "sendMessage"]
+        assert [c.status for c in tries] == [429, 200]
+        assert tries[1].at - tries[0].at >= 2.9
+        assert [m["text"] for m in sent] == ["Very."]
+    finally:
+        await ch.stop()

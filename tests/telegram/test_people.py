@@ -181,3 +181,27 @@ async def test_r14_2_in_a_forum_topic_the_answer_goes_to_the_same_topic(
     sent = await answers_after(bot_api, GROUP)
     assert sent[-1]["text"] == "Hello, topic." and int(sent[-1]["message_thread_id"]) == 77
     assert all(int(c.params["message_thread_id"]) == 77 for c in bot_api.of("sendChatAction"))
+
+
+async def test_r14_2_a_forum_topics_first_message_is_no_reply(
+    bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
+) -> None:
+    """Telegram sends every message of a forum topic as a reply to the topic's first
+    (service) message: that is no reply to anyone, not even when the bot made the topic."""
+    root = bot_api.message(GROUP, {"id": BOT_ID, "is_bot": True, "first_name": "Eva"},
+                           chat_type="supergroup", message_thread_id=50, is_topic_message=True,
+                           forum_topic_created={"name": "Plans", "icon_color": 7322096})
+    root["message_id"] = 50
+    plain = bot_api.say(GROUP, MASTER, "just chatting here", chat_type="supergroup",
+                        message_thread_id=50, is_topic_message=True, reply_to=root)
+    mention = f"@{BOT_USERNAME}"
+    asked = bot_api.say(GROUP, MASTER, f"{mention} what now?", chat_type="supergroup",
+                        entities=[{"type": "mention", "offset": 0, "length": len(mention)}],
+                        message_thread_id=50, is_topic_message=True, reply_to=root)
+    upstream.script.reply(f"Now this. ↩ #{asked['message_id']}")
+    sent = await answers_after(bot_api, GROUP)
+    assert [m["text"] for m in sent] == ["Now this."]
+    assert len(upstream.generation_requests) == 1  # the unaddressed message got no tour
+    said = str(upstream.generation_requests[-1].json["messages"])
+    assert f"#{asked['message_id']} " in said and "↩ #50" not in said
+    assert plain["message_id"] != asked["message_id"]

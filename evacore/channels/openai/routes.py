@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from evacore.channels.event_stream import EventStream
 from evacore.channels.openai import binding
@@ -73,6 +74,8 @@ async def in_openai_terms(answering: Awaitable[Response]) -> Response:
                            code="invalid_value").response()
     except HTTPException as exc:
         return FacadeError(exc.status_code, str(exc.detail)).response()
+    except ClientDisconnect:  # gone while its body was read (or cut at the body limit)
+        return Response(status_code=499)
     except Exception:
         log.exception("openai.crashed")
         return FacadeError(500, "The server had an error while processing the request.",

@@ -44,7 +44,12 @@ class RetryPolicy:
 
 
 class FloodWaitTooLong(Exception):
-    """Telegram asked to wait longer than the channel waits in one go."""
+    """Telegram asked to wait longer than the channel waits in one go (`retry_after`
+    seconds: nothing of this bot is sent before then)."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def make_bot(token: str, api_url: str) -> Bot:
@@ -75,7 +80,7 @@ class BotApi:
                 floods += 1
                 self.flood_waits += 1
                 if floods > policy.flood_waits or exc.retry_after > policy.max_retry_after:
-                    raise FloodWaitTooLong(str(exc)) from exc
+                    raise FloodWaitTooLong(str(exc), exc.retry_after) from exc
                 log.info("telegram.flood_wait", method=method.__api_method__,
                          retry_after=exc.retry_after)
                 await asyncio.sleep(exc.retry_after)

@@ -51,6 +51,19 @@ def topic_of(message: Message) -> int | None:
     return message.message_thread_id if message.is_topic_message else None
 
 
+def replied_to(message: Message) -> Message | None:
+    """The message this one answers; None when it answers none. In a forum topic Telegram
+    sends every message as a reply to the topic's first (service) message: that is where it
+    was written, not a reply."""
+    reply = message.reply_to_message
+    if reply is None:
+        return None
+    if reply.forum_topic_created is not None or (
+            message.is_topic_message and reply.message_id == message.message_thread_id):
+        return None
+    return reply
+
+
 def command_of(message: Message, bot_username: str | None) -> str | None:
     """`new` for `/new` or `/new@<this bot>`; None for anything else (other bots' commands
     included)."""
@@ -69,7 +82,7 @@ def addressed(message: Message, bot_id: int, bot_username: str | None) -> bool:
     message of a private chat is.)"""
     if message.chat.type not in GROUPS:
         return True
-    reply = message.reply_to_message
+    reply = replied_to(message)
     if reply is not None and reply.from_user is not None and reply.from_user.id == bot_id:
         return True
     text = body_of(message)
@@ -116,7 +129,7 @@ def heading(message: Message) -> str:
     head = f"#{message.message_id} "
     if message.chat.type in GROUPS:
         head += f"{sender_name(message.from_user)}: "
-    reply = message.reply_to_message
+    reply = replied_to(message)
     if reply is not None:
         head += f"(↩ #{reply.message_id}) "
     return head

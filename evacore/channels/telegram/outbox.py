@@ -107,8 +107,10 @@ class Outbox:
                 sent = await self._send(chat, parts[index], reply_to if index == 0 else None,
                                         thread)
             except (*PASSING, FloodWaitTooLong) as exc:
+                flood = exc.retry_after if isinstance(exc, FloodWaitTooLong) else 0.0
                 async with self.core.session() as s:
-                    attempts = await store.note_attempt(s, tour_id, str(exc), self.max_backoff)
+                    attempts = await store.note_attempt(s, tour_id, str(exc), self.max_backoff,
+                                                        at_least=flood)
                 log.warning("telegram.delivery_postponed", tour_id=tour_id, error=str(exc),
                             attempts=attempts)
                 return "pending"
