@@ -53,6 +53,8 @@ def test_r14_4_test_uses_the_unsaved_edit(page: Page, evacore: Evacore) -> None:
     page.get_by_role("button", name="Test").click()
     expect(page.get_by_text("does not fire", exact=True)).to_be_visible()
     page.get_by_role("textbox", name="Condition", exact=True).fill("(?i)banana")
+    # the verdict was about the rule before this edit: it goes until tested again
+    expect(page.get_by_text("does not fire", exact=True)).to_have_count(0)
     page.get_by_role("button", name="Test").click()
     expect(page.get_by_text("fires", exact=True)).to_be_visible()
     assert rule(evacore, "telegram_markdown_image") == before

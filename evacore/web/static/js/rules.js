@@ -177,6 +177,8 @@ function Probe({ form }) {
   const [text, setText] = useState("");
   const [result, setResult] = useState(null);
   const [error, setError] = useState(null);
+  // a verdict (or an error) was about the rule as it was when tested
+  useEffect(() => { setResult(null); setError(null); }, [form]);
   const tool = form.scope.startsWith("tool:") ? form.scope.slice(5) : null;
   async function test(e) {
     e.preventDefault();
