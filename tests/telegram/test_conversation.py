@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from evacore.channels.telegram.api import RetryPolicy
 from evacore.channels.telegram.channel import TelegramChannel
@@ -92,15 +93,22 @@ async def test_r14_2_a_9000_character_answer_arrives_in_three_messages_split_at_
     assert [(r.status, r.parts_sent) for r in rows] == [("sent", len(sent))]
 
 
-async def test_r14_2_flood_control_is_waited_out_and_the_answer_arrives_once(
-    bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
-) -> None:
-    bot_api.fail("sendMessage", 429, retry_after=1)
-    mid = bot_api.say(MASTER_ID, MASTER, "Quick question")["message_id"]
-    upstream.script.reply(f"Quick answer. ↩ #{mid}")
+async def through_flood_control(bot_api: FakeBotApi, upstream: FakeUpstream, retry_after: int,
+                                answer: str) -> tuple[list[Any], list[dict[str, Any]]]:
+    """A question whose answer's first send meets a 429: (the sendMessage calls, the sent)."""
+    bot_api.fail("sendMessage", 429, retry_after=retry_after)
+    mid = bot_api.say(MASTER_ID, MASTER, "A question")["message_id"]
+    upstream.script.reply(f"{answer} ↩ #{mid}")
     sent = await answers_after(bot_api, MASTER_ID)
     tries = [c for c in bot_api.calls if c.method == "sendMessage"]
     assert [c.status for c in tries] == [429, 200]
+    return tries, sent
+
+
+async def test_r14_2_flood_control_is_waited_out_and_the_answer_arrives_once(
+    bot_api: FakeBotApi, upstream: FakeUpstream, channel: TelegramChannel
+) -> None:
+    tries, sent = await through_flood_control(bot_api, upstream, 1, "Quick answer.")
     assert tries[1].at - tries[0].at >= 0.95  # retry_after was honoured
     assert [m["text"] for m in sent] == ["Quick answer."]
     await asyncio.sleep(1.5)  # outbox sweeps come and go meanwhile: nothing is sent again
@@ -190,12 +198,7 @@ async def test_r14_2_a_flood_wait_too_long_to_wait_in_one_go_is_kept_by_the_outb
     ch.outbox.max_backoff = 0.2  # its own schedule alone would try again in 0.2 s
     await ch.start()
     try:
-        bot_api.fail("sendMessage", 429, retry_after=3)
-        mid = bot_api.say(MASTER_ID, MASTER, "Busy day?")["message_id"]
-        upstream.script.reply(f"Very. ↩ #{mid}")
-        sent = await answers_after(bot_api, MASTER_ID)
-        tries = [c for c in bot_api.calls if c.method == "sendMessage"]
-        assert [c.status for c in tries] == [429, 200]
+        tries, sent = await through_flood_control(bot_api, upstream, 3, "Very.")
         assert tries[1].at - tries[0].at >= 2.9
         assert [m["text"] for m in sent] == ["Very."]
     finally:

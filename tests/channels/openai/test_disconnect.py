@@ -55,16 +55,23 @@ async def _settled(api: httpx.AsyncClient, tour_id: str) -> dict[str, Any]:
     raise AssertionError(f"tour {tour_id} still running")
 
 
-async def test_r14_1_closing_the_stream_after_two_chunks_closes_the_upstream(
-    server: ServerProcess, api: httpx.AsyncClient, fake: FakeUpstream
-) -> None:
+@contextlib.asynccontextmanager
+async def counting_slowly(server: ServerProcess, fake: FakeUpstream
+                          ) -> AsyncIterator[tuple[Any, str]]:
+    """A slow answer streamed through the SDK: the stream and its tour's id."""
     fake.script.add(Reply(text=WORDS, token_delay=0.02))
     async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=TOKEN,
                                   max_retries=0) as oai:
         stream = await oai.chat.completions.create(
             model=fake.model, messages=[{"role": "user", "content": "Count slowly."}],  # type: ignore[attr-defined]
             stream=True)
-        tour_id = stream.response.headers["x-evacore-tour"]
+        yield stream, stream.response.headers["x-evacore-tour"]
+
+
+async def test_r14_1_closing_the_stream_after_two_chunks_closes_the_upstream(
+    server: ServerProcess, api: httpx.AsyncClient, fake: FakeUpstream
+) -> None:
+    async with counting_slowly(server, fake) as (stream, tour_id):
         chunks = []
         async for chunk in stream:
             chunks.append(chunk)
@@ -119,13 +126,7 @@ async def test_r14_1_a_client_leaving_before_the_first_chunk_closes_the_upstream
 async def test_r14_1_a_stream_aborted_twice_still_ends_with_an_error_line_and_done(
     server: ServerProcess, api: httpx.AsyncClient, fake: FakeUpstream
 ) -> None:
-    fake.script.add(Reply(text=WORDS, token_delay=0.02))
-    async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=TOKEN,
-                                  max_retries=0) as oai:
-        stream = await oai.chat.completions.create(
-            model=fake.model, messages=[{"role": "user", "content": "Count slowly."}],  # type: ignore[attr-defined]
-            stream=True)
-        tour_id = stream.response.headers["x-evacore-tour"]
+    async with counting_slowly(server, fake) as (stream, tour_id):
         texts = []
         with pytest.raises(openai.APIError) as failed:
             async for chunk in stream:
