@@ -98,7 +98,7 @@ def threads_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 
 
 async def test_with_no_other_writer_every_statement_runs_inline(
-        sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
+        sqlite_core: Core, threads_seen: list[tuple[str, bool]], unhurried: None) -> None:
     async with sqlite_core.session() as s:
         await s.execute(select(Setting.key).where(Setting.key == "nothing"))
         await s.execute(insert(Setting).values(key="a", value={"v": 1}))
