@@ -96,6 +96,7 @@ class Core:
         """Stop in reverse order of start: tours first (their answers saved), then the rest."""
         await self.tours.aclose()
         await self.heartbeat.aclose()
+        await self.plugins.aclose()
         if self.rules is not None:
             await self.rules.aclose()
         await self.memory.aclose()
@@ -129,6 +130,7 @@ async def start_core(settings: Settings, *, run_migrations: bool = True,
         instance_id=instance_id, bootstrap_token=bootstrap_token,
     )
     core.heartbeat.start()
+    plugins.start_sync(db)
     core.save_hooks.append(plugins.save_hook)
     if tour_rules is not None:
         core.save_hooks.append(tour_rules.save_firings)

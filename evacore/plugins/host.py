@@ -1,11 +1,17 @@
 """The plugin host of a running core: discovery at start, stored state, and the pipeline's
 entry points to the dispatcher (stage 8 interceptors, stage 13 post-processing and streaming).
 
+Several instances on one database share the plugins' state (R14.5): each writes what changed
+here and takes, every `SYNC_SECONDS` and before a change through the API, what another one
+wrote, so a plugin enabled or set up through one instance acts on every instance's tours.
+
 Must not: implement the hook contract (dispatch.py alone does) or build prompts.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter
@@ -33,12 +39,51 @@ PLUGIN_FAILURES = Counter(
 )
 
 
+SYNC_SECONDS = 2.0
+"""How often an instance takes the plugin state other instances stored."""
+
+
 class PluginHost:
     def __init__(self, manager: PluginManager) -> None:
         self.manager = manager
         self._dirty: set[str] = set()
+        self._known: dict[str, Any] = manager.state_snapshot()
+        """Each plugin's state as this instance last read or wrote it."""
+        self._sync: asyncio.Task[None] | None = None
         manager.on_change = lambda name, _state: self._dirty.add(name)
         manager.on_failure = self._failed
+
+    async def refresh(self, session: Any) -> None:
+        """Take the state another instance stored: every plugin whose stored state is not
+        what this instance last read or wrote, unless it has changes of its own not yet
+        written."""
+        rows = (await session.execute(select(PluginRecord.name, PluginRecord.state))).all()
+        changed = {name: dict(state or {}) for name, state in rows
+                   if name not in self._dirty and dict(state or {}) != self._known.get(name)}
+        if changed:
+            self._known.update(changed)
+            for warning in self.manager.load_state(changed):
+                log.warning("plugins.state", warning=warning)
+
+    def start_sync(self, db: Database, every: float = SYNC_SECONDS) -> None:
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(every)
+                try:
+                    async with db.session() as s:
+                        await self.refresh(s)
+                except Exception:  # a database hiccup: the next round tries
+                    log.warning("plugins.sync_failed", exc_info=True)
+
+        if self._sync is None:
+            self._sync = asyncio.get_running_loop().create_task(run(), name="plugins-sync")
+
+    async def aclose(self) -> None:
+        if self._sync is not None:
+            self._sync.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sync
+            self._sync = None
 
     def _failed(self, plugin: str, hook: str, kind: str) -> None:
         PLUGIN_FAILURES.labels(plugin, hook, kind).inc()
@@ -86,6 +131,7 @@ class PluginHost:
                 session.add(PluginRecord(name=name, state=snapshot[name]))
             else:
                 row.state = snapshot[name]
+            self._known[name] = dict(snapshot[name])
 
     async def save_hook(self, session: Any, tour: Tour) -> None:
         if self._dirty:

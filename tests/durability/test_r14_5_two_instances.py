@@ -130,3 +130,33 @@ def test_r14_5_serve_with_two_workers_keeps_abort_and_client_ops(
             assert c.get("/v1/health").status_code == 200
     finally:
         server.kill()
+
+
+def test_r14_5_a_plugin_set_up_through_a_acts_on_b_and_b_changes_it_over_that(
+        pair: Any) -> None:
+    a, b = pair
+    scripts = {"scripts": [{"find": "friend", "replace": "PAL", "placement": ["ai_output"]}]}
+    with _fresh(a) as ca:
+        r = ca.patch("/v1/plugins/regex_scripts", json={"settings": scripts, "enabled": True})
+        assert r.status_code == 200, r.text
+    chat = _chat(b, [{"text": "Hello there friend"}] * 5)
+    with _fresh(b) as cb:
+        assert _swaps(cb.get("/v1/plugins/regex_scripts").json()) == [("friend", "PAL")]
+        deadline = time.monotonic() + 5
+        while True:  # B's tours take it within its sync interval
+            answer = cb.post(f"/v1/chats/{chat}/generate",
+                             json={"message": {"content": "hi"}, "stream": False}).json()
+            if answer["content"] == "Hello there PAL" or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert answer["content"] == "Hello there PAL"
+        # a change through B is made over what A stored, not over B's old copy
+        r = cb.patch("/v1/plugins/regex_scripts", json={"enabled": False})
+        assert r.status_code == 200 and _swaps(r.json()) == [("friend", "PAL")]
+    with _fresh(a) as ca:
+        shown = ca.get("/v1/plugins/regex_scripts").json()
+        assert shown["enabled"] is False and _swaps(shown) == [("friend", "PAL")]
+
+
+def _swaps(plugin: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(s["find"], s["replace"]) for s in plugin["settings"]["scripts"]]

@@ -24,13 +24,18 @@ class PluginPatch(BaseModel):
     settings: dict[str, Any] | None = None
 
 
+# Each route first takes what another instance stored (R14.5): it shows the shared state,
+# and a change is made over it, never over a stale copy.
 @router.get("/plugins")
-async def list_plugins(_: Master, core: CoreDep) -> dict[str, Any]:
+async def list_plugins(_: Master, core: CoreDep, session: SessionDep) -> dict[str, Any]:
+    await core.plugins.refresh(session)
     return {"plugins": core.plugins.manager.list()}
 
 
 @router.get("/plugins/{name}")
-async def get_plugin(name: str, _: Master, core: CoreDep) -> dict[str, Any]:
+async def get_plugin(name: str, _: Master, core: CoreDep,
+                     session: SessionDep) -> dict[str, Any]:
+    await core.plugins.refresh(session)
     return core.plugins.manager.describe(name)
 
 
@@ -38,6 +43,7 @@ async def get_plugin(name: str, _: Master, core: CoreDep) -> dict[str, Any]:
 async def patch_plugin(name: str, body: PluginPatch, _: Master, core: CoreDep,
                        session: SessionDep) -> dict[str, Any]:
     host = core.plugins
+    await host.refresh(session)
     host.manager.update(name, enabled=body.enabled, permissions=body.permissions,
                         settings=body.settings)
     await host.persist(session, {name})
