@@ -117,6 +117,10 @@ def check_request(request: TourRequest, *, max_steps: int) -> _Checked:
     must write something before it starts the tour (a chat) checks first."""
     if request.mode not in MODES:
         raise InvalidInput(f"unknown mode {request.mode!r}; known: {', '.join(MODES)}")
+    if "\x00" in request.text or "\x00" in request.chat_id or any(
+            "\x00" in str(s) for s in request.system or ()):
+        # no database of evacore's may hold it everywhere (PostgreSQL refuses it)
+        raise InvalidInput("the message must not contain NUL characters (U+0000)")
     _check_typed(request)
     if request.client_ops and request.role != "master":
         raise Forbidden("only the master's tours may declare client ops: they run on the "

@@ -8,15 +8,17 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evacore.errors import EvacoreError
 from evacore.logs import get_logger
 from evacore.redact import redact, redact_value
+from evacore.store.db import refuses_nul
 
 log = get_logger(__name__)
+NUL_MESSAGE = "text in the request must not contain NUL characters (U+0000)"
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -71,6 +73,8 @@ def response_for(exc: Exception) -> JSONResponse:
         log.warning("request.stale_row", error=str(exc)[:200])
         return error_response(409, "conflict", "another request changed this record at the "
                               "same time; read it again and retry")
+    if refuses_nul(exc):
+        return error_response(422, "invalid_input", NUL_MESSAGE)
     if isinstance(exc, OverflowError):
         # a number from the request too large for the database (past 64 bits)
         log.warning("request.number_out_of_range", error=str(exc)[:200])
@@ -80,7 +84,10 @@ def response_for(exc: Exception) -> JSONResponse:
 
 
 _HANDLED = (EvacoreError, RequestValidationError, StarletteHTTPException, IntegrityError,
-            StaleDataError, OverflowError, Exception)
+            StaleDataError, OverflowError, DBAPIError, Exception)
+"""A class named here is answered where the route raised it; `Exception`, the rest, only by
+Starlette's outermost layer, which answers and then raises it again (the server logs it and
+drops the connection): a database refusal of bad input must not take that road."""
 
 
 def install_error_handlers(app: FastAPI) -> None:

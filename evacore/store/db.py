@@ -123,6 +123,18 @@ def _commit_and_close(session: Session) -> None:
     session.close()
 
 
+_NUL_REFUSALS = ("0x00", "\\u0000 cannot be converted", "unsupported unicode escape sequence")
+"""How PostgreSQL says a text or JSON value held a NUL character (U+0000), which it cannot
+store (SQLite can)."""
+
+
+def refuses_nul(error: BaseException) -> bool:
+    """Whether the database refused a statement for a NUL character in one of its values:
+    bad input, not a fault of the server."""
+    return isinstance(error, exc.DBAPIError) and any(
+        mark in str(error.orig).lower() for mark in _NUL_REFUSALS)
+
+
 def connect_now(session: Session) -> Connection | None:
     """The connection of `session`'s transaction on SQLite, taken without a hop into a
     greenlet while the pool has an idle connection: handing it out needs no I/O there (no

@@ -42,6 +42,7 @@ from evacore.pipeline.events import Batch
 from evacore.pipeline.manager import RunningTour
 from evacore.pipeline.request import TourRequest, check_request
 from evacore.pipeline.tour import Tour
+from evacore.store.db import refuses_nul
 from evacore.store.users import identify
 
 log = get_logger(__name__)
@@ -76,7 +77,10 @@ async def in_openai_terms(answering: Awaitable[Response]) -> Response:
         return FacadeError(exc.status_code, str(exc.detail)).response()
     except ClientDisconnect:  # gone while its body was read (or cut at the body limit)
         return Response(status_code=499)
-    except Exception:
+    except Exception as exc:
+        if refuses_nul(exc):
+            return FacadeError(400, "Text in the request must not contain NUL characters "
+                               "(U+0000).", code="invalid_value", param="messages").response()
         log.exception("openai.crashed")
         return FacadeError(500, "The server had an error while processing the request.",
                            code="internal", type="server_error").response()
