@@ -13,6 +13,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evacore.errors import EvacoreError
+from evacore.formats.limits import MAX_MESSAGE_CHARS
 from evacore.logs import get_logger
 from evacore.redact import redact, redact_value
 from evacore.store.db import refuses_nul
@@ -61,6 +62,9 @@ def response_for(exc: Exception) -> JSONResponse:
         extra = {"details": exc.details} if exc.details else {}
         return error_response(status, exc.code, exc.message, **extra)
     if isinstance(exc, RequestValidationError):
+        if (limit := _message_too_long(exc)) is not None:
+            return error_response(413, "too_large", f"a message is at most {limit:,} characters",
+                                  details={"limit": limit})
         return error_response(422, "invalid_input", _describe_validation(exc))
     if isinstance(exc, StarletteHTTPException):
         code = _HTTP_CODES.get(exc.status_code, "error")
@@ -81,6 +85,17 @@ def response_for(exc: Exception) -> JSONResponse:
         return error_response(422, "invalid_input", "a number in the request is out of range")
     log.exception("request.crashed", error_type=type(exc).__name__, exc_info=exc)
     return error_response(500, "internal", "internal error")
+
+
+def _message_too_long(exc: RequestValidationError) -> int | None:
+    """The limit a message's text went past (`message.content`, a message's `content`): a
+    limit of size, answered 413 as every other (docs/api.md Limits), not a 422."""
+    for error in exc.errors():
+        limit = (error.get("ctx") or {}).get("max_length")
+        if (error.get("type") == "string_too_long" and tuple(error.get("loc") or ())[-1:]
+                == ("content",) and limit == MAX_MESSAGE_CHARS):
+            return int(limit)
+    return None
 
 
 _HANDLED = (EvacoreError, RequestValidationError, StarletteHTTPException, IntegrityError,

@@ -45,3 +45,16 @@ async def test_r12_4_stream_generate_sends_typed_events(client: httpx.AsyncClien
     assert text == "one two three"
     msg = dict(events)["message"]
     assert msg["content"] == "one two three" and msg["message_id"] and msg["variant_id"]
+
+
+async def test_r8_a_message_past_its_limit_is_413_naming_the_limit(
+        client: httpx.AsyncClient) -> None:
+    chat = (await client.post("/v1/chats", json={})).json()["id"]
+    long = "x" * 1_000_001
+    for url, body in ((f"/v1/chats/{chat}/generate", {"message": {"content": long}}),
+                      (f"/v1/chats/{chat}/messages", {"role": "user", "content": long})):
+        r = await client.post(url, json=body)
+        assert r.status_code == 413, r.text
+        assert r.json()["error"]["code"] == "too_large"
+        assert r.json()["error"]["details"]["limit"] == 1_000_000
+    assert (await client.get(f"/v1/chats/{chat}/messages")).json()["messages"] == []
