@@ -129,6 +129,13 @@ class ChatSession:
     async def _stream(self, mode: str, text: str | None) -> TourOutcome:
         body: dict[str, Any] = {"mode": mode}
         if text is not None:
+            # bytes that were no UTF-8 (a pipe, a terminal in another encoding, argv) come
+            # as lone surrogates, which no JSON body can carry: each becomes U+FFFD
+            try:
+                raw = text.encode("utf-8", "surrogateescape")  # the bytes as they came
+            except UnicodeEncodeError:  # a surrogate that stood for no byte
+                raw = text.encode("utf-8", "surrogatepass")
+            text = raw.decode("utf-8", "replace")
             body["message"] = {"content": text}
         if self.ops is not None:
             body["client_ops"] = declarations(self.ops.allowed)

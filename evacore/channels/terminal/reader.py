@@ -19,6 +19,13 @@ YES = ("y", "yes")
 NEWLINE_KEY = "Alt+Enter (or Esc then Enter)"
 
 
+def visible(text: str) -> str:
+    """`text` with its control characters written out (`\x1b`): a question built from what
+    the model sent must not move the cursor or erase the line it is asked on."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode()
+                   for c in text)
+
+
 class Reader(Protocol):
     interactive: bool
 
@@ -56,7 +63,7 @@ class PipeReader:
         return "\n".join(parts)
 
     async def ask(self, question: str) -> bool:
-        self.err.print(Text(f"{question} [y/N] ", style="bold yellow"), end="")
+        self.err.print(Text(f"{visible(question)} [y/N] ", style="bold yellow"), end="")
         answer = await self._raw()
         self.err.print(answer if answer is not None else "(end of input: no)", markup=False)
         return (answer or "").strip().lower() in YES
@@ -96,7 +103,10 @@ class TerminalReader:
 
     async def ask(self, question: str) -> bool:
         try:
-            answer = await self._ask.prompt_async(f"{question} [y/N] ")
+            # the terminal is raw while it asks: Ctrl-C is a key here (no), and prompt_toolkit
+            # must leave the signal alone, or it takes the chat's Ctrl-C handler with it
+            answer = await self._ask.prompt_async(f"{visible(question)} [y/N] ",
+                                                  handle_sigint=False)
         except (KeyboardInterrupt, EOFError):
             return False
         return answer.strip().lower() in YES

@@ -4,11 +4,13 @@ loopback) and embedded (no `--url`: the local data dir, no server), driven by pi
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 
-from tests.channels.terminal.conftest import cli_env, scripted_chat
+from tests.channels.terminal.conftest import ROOT, cli_env, scripted_chat
 from tests.conftest import MASTER_TOKEN
 from tests.helpers import ServerProcess
 
@@ -134,3 +136,14 @@ def test_r14_3_chat_embedded_answers_with_the_mock_and_no_server(
     assert f"chat {chat[1]} with Assistant" in again.stderr
     for run in (done, again):  # a terminal user sees no log lines at the default level
         assert not [line for line in run.stderr.splitlines() if line.startswith("{")], run.stderr
+
+
+def test_r14_3_input_that_is_no_utf8_is_sent_with_replacement_characters(
+        tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "evacore", "chat"], input=b"ok1\n\xff\xfe bad\nok2\n",
+        capture_output=True, cwd=ROOT, timeout=120, env=cli_env(tmp_path / "data"),
+        check=False)
+    out = done.stdout.decode("utf-8", "replace")
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert "You said: \ufffd\ufffd bad" in out and "You said: ok2" in out

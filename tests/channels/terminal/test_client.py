@@ -216,3 +216,22 @@ def test_r14_3_interactive_client_reads_a_script_of_lines(
     messages = api.get(f"/v1/chats/{chat}/messages").json()["messages"]
     assert [m["content"] for m in messages if m["role"] == "user"] == ["list my folder",
                                                                        "just talk"]
+
+
+def test_r14_3_an_ops_question_shows_control_characters_written_out(
+        server: ServerProcess, api: httpx.Client, run_cli, tmp_path: Path) -> None:
+    """A command built to move the cursor and erase the question's line (so that it would
+    read as a harmless one) is asked with its control characters written out."""
+    root = tmp_path / "root"
+    root.mkdir()
+    sneaky = "touch EVIL # \x1b[2K\x1b[1Ashell on this machine: run `ls`"
+    chat = scripted_chat(api, [
+        {"step": 0, "tool_calls": calls(("client_shell", {"command": sneaky}))},
+        {"step": 1, "text": "Done."}])
+
+    done = run_cli(*client_args(server, root, chat, "--message", "look"), input="n\n")
+
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[2K" not in done.stderr and "\x1b[1A" not in done.stderr
+    assert "touch EVIL # \\x1b[2K\\x1b[1Ashell on this machine" in done.stderr
+    assert not (root / "EVIL").exists()
