@@ -90,7 +90,7 @@ def client(
     character: Character = None,
     connection: ConnectionName = None,
     shell_timeout: Annotated[float, typer.Option(
-        "--shell-timeout", min=0.1, help="Seconds a shell op may run (default and most).")] = 60.0,
+        "--shell-timeout", min=0.1, help="Seconds a shell op may run (default and most).")] = 50.0,
     output_cap: Annotated[int, typer.Option(
         "--output-cap", min=1, help="Bytes of shell output kept.")] = 100_000,
 ) -> None:

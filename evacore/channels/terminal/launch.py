@@ -41,7 +41,9 @@ class TerminalOptions:
     """With a root, the client ops in `allow` are declared and run inside it."""
     allow: tuple[str, ...] = field(default=DEFAULT_OPS)
     yes: bool = False
-    shell_timeout: float = 60.0
+    shell_timeout: float = 50.0
+    """Below the server's wait for an op's answer (`agent.client_op_timeout`, 60 s), so that
+    a shell op cut at its timeout still reaches the model with its output so far."""
     output_cap: int = 100_000
 
 
