@@ -70,7 +70,7 @@ def remember(secrets: Iterable[str | None]) -> None:
     """Make these values known: from now on they are replaced wherever they appear.
     Also their URL-encoded and JSON-escaped forms, and the token after a `Bearer `/`Basic `
     scheme."""
-    global _known_re
+    global _known_re, _clean_parts
     forms: list[str] = []
     for secret in secrets:
         if not isinstance(secret, str):
@@ -95,6 +95,7 @@ def remember(secrets: Iterable[str | None]) -> None:
         while len(_known) > _MAX_KNOWN:
             _known.popitem(last=False)
         if changed:
+            _clean_parts = {}  # known clean under the secrets known before
             ordered = sorted(_known, key=len, reverse=True)  # longest first: no half masks
             pattern = re.compile("|".join(re.escape(s) for s in ordered))
             _known_re = pattern, _probes(ordered) if len(ordered) <= _MAX_PROBED else None
@@ -159,15 +160,91 @@ def redact_value(value: Any) -> Any:
 
 
 def redact_json(value: Any) -> Any:
-    """`redact_value` for a JSON document (stored diagnostics), done in one pass over its
-    serialized text: several times faster on a large document. The value comes back as it
-    was when nothing in it is secret; what JSON cannot hold takes `redact_value`."""
+    """`redact_value` for a JSON document (stored diagnostics), done over its serialized
+    text: several times faster on a large document. The value comes back as it was when
+    nothing in it is secret; what JSON cannot hold takes `redact_value`.
+
+    A large document is scanned in parts: a large list or object whose parts are all small
+    (the tool definitions of a provider request, repeated by every tour) is scanned once and
+    then known clean until a new secret is remembered; the rest is scanned as one text. A
+    secret or a shape found anywhere sends the whole document through the one-text scan, so
+    what is masked never depends on the parts."""
     try:
-        raw = orjson.dumps(value).decode()
+        raw = orjson.dumps(value)
     except TypeError:
         return redact_value(value)
-    clean = redact(raw)
-    return value if clean == raw else orjson.loads(clean)
+    if len(raw) >= _SPLIT_AT and isinstance(value, dict | list):
+        seen = _clean_parts
+        fresh: list[bytes] = []
+        texts: list[bytes] = []
+        _split(value, raw, seen, fresh, texts, root=True)
+        text = b"\n".join(texts).decode()
+        if redact(text) == text:
+            _keep_clean(seen, fresh)
+            return value
+    text = raw.decode()
+    clean = redact(text)
+    return value if clean == text else orjson.loads(clean)
+
+
+_SPLIT_AT = 2048
+"""A serialized list or object at least this long is split into its parts."""
+_CLEAN_BYTES = 1 << 20
+_clean_parts: dict[bytes, None] = {}
+"""Serialized lists and objects of small parts found clean under the secrets known now
+(emptied when a new one is remembered); at most `_CLEAN_BYTES` of them, the least
+recently used out first."""
+
+
+def _split(value: dict[str, Any] | list[Any], raw: bytes, seen: dict[bytes, None],
+           fresh: list[bytes], texts: list[bytes], root: bool = False) -> None:
+    """Add to `texts` the serialized parts of `value` to scan (keys included), splitting
+    large ones further; a container of small parts only (not the document itself, which
+    differs every time) is skipped when `seen` holds it as clean, else it goes to `fresh`. No secret or shape spans two JSON tokens (none matches a
+    quote), so scanning the parts finds what scanning `raw` finds."""
+    parts: list[tuple[Any, bytes]] = []
+    split = False
+    if isinstance(value, dict):
+        for key, item in value.items():
+            texts.append(orjson.dumps(key))
+            part = orjson.dumps(item)
+            split = split or (len(part) >= _SPLIT_AT and isinstance(item, dict | list))
+            parts.append((item, part))
+    else:
+        for item in value:
+            part = orjson.dumps(item)
+            split = split or (len(part) >= _SPLIT_AT and isinstance(item, dict | list))
+            parts.append((item, part))
+    if not split:
+        if root:
+            texts.extend(part for _, part in parts)
+        elif raw in seen:
+            seen.pop(raw, None)  # the most recently used go last
+            seen[raw] = None
+        else:
+            fresh.append(raw)
+            texts.extend(part for _, part in parts)
+        return
+    for item, part in parts:
+        if len(part) >= _SPLIT_AT and isinstance(item, dict | list):
+            _split(item, part, seen, fresh, texts)
+        else:
+            texts.append(part)
+
+
+def _keep_clean(seen: dict[bytes, None], fresh: list[bytes]) -> None:
+    if not fresh:
+        return
+    with _lock:
+        if seen is not _clean_parts:
+            return  # a secret was remembered meanwhile: what was scanned is not known clean
+        for part in fresh:
+            seen[part] = None
+        total = sum(len(p) for p in seen)
+        while total > _CLEAN_BYTES and seen:
+            oldest = next(iter(seen))
+            total -= len(oldest)
+            del seen[oldest]
 
 
 def mask(secret: str | None) -> str | None:

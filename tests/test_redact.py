@@ -104,3 +104,60 @@ def test_json_documents_are_redacted_in_one_pass() -> None:
     clean = {"a": ["nothing", "secret", 1.5]}
     assert r.redact_json(clean) is clean  # nothing to hide: the same value back
     assert r.redact_json({1: "sk-abcdefgh1"}) == {1: "sk-***"}  # not JSON: the slow road
+
+
+def _tools(extra: str = "") -> list[dict[str, object]]:
+    """A provider request's tool definitions: a large list of small parts, as every tour
+    sends them."""
+    return [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": f"Does thing {i} with care. " * 12 + extra,
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+        for i in range(12)]
+
+
+def _diagnostics(tools: list[dict[str, object]], said: str) -> dict[str, object]:
+    return {"seed": 7, "timings": {"save": 1.5},
+            "requests": [{"url": "http://h/v1/chat/completions",
+                          "body": {"messages": [{"role": "user", "content": said}],
+                                   "tools": tools}}]}
+
+
+def _whole_text_scan(doc: object) -> object:
+    import orjson
+    return orjson.loads(r.redact(orjson.dumps(doc).decode()))
+
+
+def test_a_large_document_masks_what_a_whole_text_scan_masks() -> None:
+    r.remember(["known-secret-9f8e7d"])
+    tools = _tools()
+    assert r.redact_json(_diagnostics(tools, "hello")) == _diagnostics(tools, "hello")
+    for said, extra in [("my key is known-secret-9f8e7d", ""), ("hi", "sk-abcdefgh12345"),
+                        ("hi", "Bearer abcdef123456"), ("see http://u:hunter2@h/x", ""),
+                        ("hi", "https://h/x?access_token=t0k3n")]:
+        doc = _diagnostics(_tools(extra), said)
+        masked = r.redact_json(doc)
+        assert masked == _whole_text_scan(doc)
+        assert masked != doc
+
+
+def test_a_part_known_clean_is_scanned_again_once_a_new_secret_is_known() -> None:
+    tools = _tools("uses the value late-secret-0a1b2c")
+    doc = _diagnostics(tools, "hello")
+    assert r.redact_json(doc) is doc  # scanned, nothing secret: known clean from now on
+    assert r.redact_json(doc) is doc
+    r.remember(["late-secret-0a1b2c"])
+    masked = r.redact_json(doc)
+    assert "late-secret-0a1b2c" not in str(masked)
+    assert masked["requests"][0]["body"]["tools"][3]["function"]["description"].endswith(
+        "uses the value ***")
+
+
+def test_a_secret_in_a_key_or_beside_a_clean_part_is_masked() -> None:
+    tools = _tools()
+    r.redact_json(_diagnostics(tools, "hello"))  # the tools are known clean now
+    doc = _diagnostics(tools, "hello")
+    doc["headers"] = {"x-note sk-abcdefgh12345": "v"}
+    assert r.redact_json(doc)["headers"] == {"x-note sk-***": "v"}
+    doc = _diagnostics(tools, "Authorization: Bearer abcdef123456")
+    assert r.redact_json(doc)["requests"][0]["body"]["messages"][0]["content"] == (
+        "Authorization: Bearer ***")
