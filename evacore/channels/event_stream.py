@@ -21,7 +21,8 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 class EventStream(Response):
     """A `text/event-stream` response: each chunk of `frames` is one body message, sent
-    straight to the server (no task group, no extra queue).
+    straight to the server (no task group, no extra queue), or written to the connection
+    itself where the server allows it (`direct_body_writer`).
 
     With `write_through` (the tour's sink and the channel's framing of a batch), a token
     that comes alone is written from the tour's own task (`EventSink.relay`), or from the
@@ -53,18 +54,19 @@ class EventStream(Response):
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": self.raw_headers})
+            direct = direct_body_writer(send)
             if self.write_through is not None:
                 sink, frame = self.write_through
 
                 async def write(batch: Batch) -> None:
                     chunk = frame(batch)
-                    if chunk and not watcher.done():
+                    if chunk and not watcher.done() and not (direct and direct(chunk)):
                         await send({"type": "http.response.body", "body": chunk,
                                     "more_body": True})
 
                 def now(batch: Batch) -> asyncio.Future[None] | None:
                     chunk = frame(batch)
-                    if not chunk or watcher.done():
+                    if not chunk or watcher.done() or (direct and direct(chunk)):
                         return None
                     return _start(send({"type": "http.response.body", "body": chunk,
                                         "more_body": True}), self.on_gone)
@@ -74,8 +76,9 @@ class EventStream(Response):
                 async for chunk in frames:
                     if watcher.done():
                         break
-                    await send({"type": "http.response.body", "body": chunk,
-                                "more_body": True})
+                    if not (direct and direct(chunk)):
+                        await send({"type": "http.response.body", "body": chunk,
+                                    "more_body": True})
             if not watcher.done():
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
@@ -91,6 +94,32 @@ class EventStream(Response):
         while (await receive())["type"] != "http.disconnect":
             pass
         self.on_gone()
+
+
+def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
+    """For uvicorn's httptools server (the one `evacore serve` runs): a function that writes
+    a body chunk of this started, chunked response straight to the connection's transport
+    when the server's `send` would do nothing else (its writes not paused by a full buffer,
+    the client there, the response open), and returns False otherwise, so the caller sends
+    it the ordinary way (which waits for the buffer to drain). None for any other server.
+
+    A relayed token is one such chunk: this spares it the `send` coroutine and its checks."""
+    cycle = getattr(send, "__self__", None)
+    if type(cycle).__module__ != "uvicorn.protocols.http.httptools_impl" or not all(
+            hasattr(cycle, name) for name in (
+                "flow", "transport", "chunked_encoding", "disconnected", "response_started",
+                "response_complete", "scope")) or cycle.scope.get("method") == "HEAD":
+        return None
+    flow, transport = cycle.flow, cycle.transport
+
+    def write(chunk: bytes) -> bool:
+        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
+                or not cycle.response_started or cycle.response_complete):
+            return False
+        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+        return True
+
+    return write
 
 
 def _start(coro: Coroutine[Any, Any, None], on_error: Callable[[], None]

@@ -1,0 +1,84 @@
+"""The direct body write of a streamed response (`direct_body_writer`): on uvicorn's
+httptools server a chunk goes straight to the connection, framed exactly as the server's own
+`send` frames it; anything else (another server, a wrapped `send`, a HEAD request) gets no
+direct writer, and a write the server would make wait is refused (the back-pressure of a
+client that reads slowly is tested on a real server in tests/generate/test_backpressure.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from evacore.channels.event_stream import direct_body_writer
+from tests.helpers import free_port
+
+CHUNKS = [f"data: token {i}\n\n".encode() for i in range(200)]
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    if scope["path"] == "/wrapped":
+        inner = send
+
+        async def send(message: dict[str, Any]) -> None:  # a middleware's wrapper
+            await inner(message)
+    direct = direct_body_writer(send)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"),
+                            (b"x-direct", b"yes" if direct else b"no")]})
+    for chunk in CHUNKS:
+        if direct is None or not direct(chunk):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    if direct is not None:
+        assert not direct(b"late")  # the response is complete: nothing more goes out
+
+
+@pytest.fixture
+async def base_url() -> Any:
+    server = uvicorn.Server(uvicorn.Config(_app, host="127.0.0.1", port=free_port(),
+                                           http="httptools", log_level="warning",
+                                           lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    assert server.started
+    yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    server.should_exit = True
+    await task
+
+
+async def test_chunks_written_directly_arrive_whole_and_in_order(base_url: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        for _ in range(3):  # the connection is kept and reused after each response
+            async with client.stream("POST", "/", content=b"{}") as r:
+                body = b"".join([part async for part in r.aiter_raw()])
+            assert r.headers["x-direct"] == "yes"
+            assert r.headers["transfer-encoding"] == "chunked"
+            assert body == b"".join(CHUNKS)
+
+
+async def test_a_wrapped_send_or_a_head_request_gets_no_direct_writer(base_url: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        r = await client.post("/wrapped", content=b"{}")
+        assert r.headers["x-direct"] == "no" and r.content == b"".join(CHUNKS)
+        r = await client.head("/")
+        assert r.headers["x-direct"] == "no" and r.content == b""
+
+
+def test_a_send_of_another_server_gets_no_direct_writer() -> None:
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    assert direct_body_writer(send) is None
+    assert direct_body_writer(print) is None
