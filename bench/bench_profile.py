@@ -13,8 +13,17 @@ without stopping (`--nonblocking`): stopped, a thread that holds the lock for a 
 the loop thread's CPU (its scheduler account, which stopping the process inflates) the
 samples stand for.
 
-Must not: bind anything but loopback, download anything, or fail when py-spy is missing or
-may not attach (a row says so). Shares are inclusive and overlap (a stage's share holds the
+py-spy's picture of a paced token is itself tilted: a stopped thread is caught at its next
+return from the kernel, and a stack read while it runs is torn more often in quick Python
+code, so the socket write's line draws more samples than its time. So the paced tours are
+also sampled by `perf` (the kernel's cpu-clock, every thread of the process, no stop): the
+share of the CPU spent in the kernel, in the interpreter running Python code, and in each
+native library (uvloop, httptools, orjson, SQLite, libc), beside the same split for the bare
+relay (`_relay_floor.py`) on the same paced stream; rows say so when perf is missing or may
+not sample here.
+
+Must not: bind anything but loopback, download anything, or fail when py-spy or perf is
+missing or may not attach (a row says so). Shares are inclusive and overlap (a stage's share holds the
 SQL it runs); samples of other threads are left out (the thread of aiosqlite and the
 embedder idle here).
 """
@@ -34,13 +43,18 @@ from typing import Any
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _relay_procs as procs
+import httpx
 from bench_chat_length import TOKEN, _Chats, _row
+from bench_cold import FLOOR_BODY
 
 REPEATS = 1
 RATE = 250
 """Samples a second."""
 TOURS, QUICK_TOURS = 300, 20
 PACED_TOURS, QUICK_PACED_TOURS = 30, 1
+PACED_TOKENS, PACED_DELAY_MS = 200, 2.0
+NATIVE_RATE = 2000
+"""perf's samples a second."""
 PER_CHAT = 20
 """One-token tours per chat, as the relay benchmark's `tour1`: the history stays short."""
 LOOP = "Runner.run (asyncio/runners.py"
@@ -161,6 +175,96 @@ def _profile(spy: str, tokens: int, delay_ms: float, tours: int, folder: Path,
     return total, parts, loop_cpu, None
 
 
+NATIVE_PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("kernel", ("[kernel.kallsyms]", "[unknown]", "[vdso]"),
+     ("the kernel: system calls (socket reads and writes, epoll, SQLite's file writes), "
+      "wake-ups and interrupts")),
+    ("interpreter", ("libpython", "python3"),
+     "the interpreter running Python code (evacore's, the libraries', asyncio's)"),
+    ("uvloop", ("loop.cpython", "_asyncio.cpython"), "the event loop's C code (uvloop, asyncio)"),
+    ("parsers", ("parser.cpython", "orjson", "_pydantic_core"),
+     "C parsers and serializers: httptools, orjson, pydantic-core"),
+    ("sqlite", ("libsqlite3", "_sqlite3"), "SQLite's library"),
+    ("libc", ("libc.so", "libm.so", "ld-linux"),
+     "the C library (memory, strings, system call wrappers)"),
+)
+
+
+def _perf() -> str | None:
+    return shutil.which("perf")
+
+
+def native_shares(report: str) -> dict[str, float]:
+    """Each part's share of the samples (%) from `perf report --sort dso` (a line: `12.34%
+    dso`); what no part names counts as `other`."""
+    out = dict.fromkeys([name for name, _, _ in NATIVE_PARTS] + ["other"], 0.0)
+    for line in report.splitlines():
+        share, _, dso = line.strip().partition("%")
+        try:
+            value = float(share)
+        except ValueError:
+            continue
+        dso = dso.strip()
+        name = next((n for n, marks, _ in NATIVE_PARTS if any(m in dso for m in marks)),
+                    "other")
+        out[name] += value
+    return out
+
+
+def _perf_record(perf: str, pid: int, out: Path, work: Any) -> dict[str, float] | str:
+    """The native split of `pid`'s CPU while `work()` runs, or why there is none."""
+    recorder = subprocess.Popen(
+        [perf, "record", "-e", "cpu-clock", "-F", str(NATIVE_RATE), "-p", str(pid), "-o",
+         str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    if recorder.poll() is not None:
+        return (recorder.stderr.read() if recorder.stderr else "").strip()[:200]
+    work()
+    recorder.send_signal(signal.SIGINT)
+    recorder.wait(timeout=60)
+    report = subprocess.run([perf, "report", "-i", str(out), "--sort", "dso", "--stdio",
+                             "-q", "-g", "none"], capture_output=True, text=True, timeout=120,
+                            check=False)
+    shares = native_shares(report.stdout)
+    if not sum(shares.values()):
+        return (report.stderr or "perf recorded no samples").strip()[:200]
+    return shares
+
+
+def _native(perf: str, tours: int, folder: Path
+            ) -> tuple[dict[str, float], dict[str, float]] | str:
+    """perf's split for evacore's paced tours and for the bare relay's same streams."""
+    server_prefix, load_prefix, _ = procs.pinning()
+    up, upstream = procs.upstream(load_prefix, folder, PACED_TOKENS, PACED_DELAY_MS)
+    server, url = procs.server(server_prefix, folder, TOKEN)
+    floor, floor_url = procs.floor(server_prefix, folder, upstream)
+    try:
+        chats = _Chats(url, upstream, max_tokens=2 * PACED_TOKENS)
+        _tours(chats, 3)
+        evacore = _perf_record(perf, server.pid, folder / "perf-evacore.data",
+                               lambda: _tours(chats, tours))
+        chats.http.close()
+
+        def relay() -> None:
+            with httpx.Client(timeout=120) as http:
+                for _ in range(tours):
+                    with http.stream("POST", floor_url + "/v1/chat/completions",
+                                     json=FLOOR_BODY) as r:
+                        for _ in r.iter_raw():
+                            pass
+
+        bare = _perf_record(perf, floor.pid, folder / "perf-floor.data", relay)
+    finally:
+        floor.stop()
+        server.stop()
+        up.stop()
+    if isinstance(evacore, str):
+        return evacore
+    if isinstance(bare, str):
+        return bare
+    return evacore, bare
+
+
 def _loop_thread_ns(pid: int) -> int:
     """CPU nanoseconds of the process's main thread (the event loop's), from its schedstat."""
     return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0])
@@ -178,7 +282,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              "apart from the stage that awaited it; part of orm_sessions)"}
     scenarios = (("tour1", 1, 0.0, QUICK_TOURS if quick else TOURS,
                   "one-token tours, a new chat every 20", ("--gil",)),
-                 ("paced", 200, 2.0, QUICK_PACED_TOURS if quick else PACED_TOURS,
+                 ("paced", PACED_TOKENS, PACED_DELAY_MS,
+                  QUICK_PACED_TOURS if quick else PACED_TOURS,
                   "200-token tours, a token every 2 ms", ("--gil", "--nonblocking")))
     with tempfile.TemporaryDirectory(prefix="evacore-bench-profile-") as tmp:
         for name, tokens, delay, tours, what, flags in scenarios:
@@ -196,6 +301,19 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                              f"times {RATE} a second: the share of its CPU they stand for"))
             rows += [_row(f"{name}_share_{part}", round(share, 1), "%",
                           f"{notes[part]}; {what}") for part, share in parts.items()]
+        perf = _perf()
+        native = (_native(perf, QUICK_PACED_TOURS if quick else PACED_TOURS, Path(tmp))
+                  if perf else "perf is not installed (Debian's linux-perf)")
+    if isinstance(native, str):
+        return rows + [_row("native", None, "", f"no native split: {native}")]
+    native_notes = {**{name: note for name, _, note in NATIVE_PARTS},
+                    "other": "every other library"}
+    what = f"{PACED_TOKENS}-token tours, a token every {PACED_DELAY_MS:g} ms; perf's cpu-clock"
+    for who, shares, whose in (("paced", native[0], "evacore's process"),
+                               ("floor", native[1], "the bare relay's process, same stream")):
+        rows += [_row(f"{who}_native_{part}", round(share, 1), "%",
+                      f"{native_notes[part]}; {whose}; {what}")
+                 for part, share in shares.items()]
     return rows
 
 
@@ -209,11 +327,21 @@ def explain(rows: list[dict[str, Any]]) -> str:
                         if k.startswith(f"{scenario}_share_") and v is not None), reverse=True)
         return ", ".join(f"{name.replace('_', ' ')} {v:.0f}%" for v, name in parts[:n])
 
-    return ("**Where a tour's fixed cost goes** (py-spy, the event loop's thread, one-token "
+    text = ("**Where a tour's fixed cost goes** (py-spy, the event loop's thread, one-token "
             f"tours): {top('tour1', 8)}. No single part holds most of it: the cost is "
             "spread over the HTTP request, the stages, SQLAlchemy's sessions and the loop. "
-            "**Where a paced token goes**: "
+            "**Where a paced token goes** (py-spy): "
             f"{top('paced', 4)}. The fast lane's share is a token's whole path from the "
-            "upstream's read to the client's socket: evacore's parse, frame and checks and, "
-            "inside it, the socket write itself (the kernel's work, which the bare relay "
-            "does as well); the loop's own share is uvloop's C code and the wake-ups.")
+            "upstream's read to the client's socket: evacore's parse, frame and checks and the "
+            "socket write; py-spy gives the write's line more samples than its time (see the "
+            "module's note).")
+    evacore = {k: values.get(f"paced_native_{k}") for k in ("kernel", "interpreter")}
+    floor = {k: values.get(f"floor_native_{k}") for k in ("kernel", "interpreter")}
+    if all(isinstance(v, int | float) for v in [*evacore.values(), *floor.values()]):
+        text += (f" **Native split of the paced tours** (perf, every thread): evacore's CPU "
+                 f"is {evacore['interpreter']:g}% the interpreter running Python code and "
+                 f"{evacore['kernel']:g}% the kernel; the bare relay's, on the same stream, "
+                 f"{floor['interpreter']:g}% and {floor['kernel']:g}%. So what evacore spends "
+                 "per token beyond the bare relay is its own Python code (the parse, the "
+                 "checks, the framing and the stages), not the system calls every relay makes.")
+    return text

@@ -258,3 +258,25 @@ def test_r11_the_profile_counts_each_part_of_the_loops_samples() -> None:
     assert parts["http_request"] == parts["fastapi_dependencies"] == 10.0
     assert parts["loop_own"] == 40.0
     assert parts["fast_lane"] == 0.0
+
+
+def test_r11_the_native_profile_groups_perfs_libraries() -> None:
+    """bench_profile's native split: each line of `perf report --sort dso` counts for the
+    part that names its library; the rest is `other`."""
+    spec = importlib.util.spec_from_file_location("bench_profile_native", BENCH / "bench_profile.py")
+    assert spec is not None and spec.loader is not None
+    profile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile)
+    report = "\n".join([
+        "    54.68%  libpython3.11.so.1.0", "    26.86%  [kernel.kallsyms]",
+        "     6.58%  libc.so.6", "     3.79%  loop.cpython-311-x86_64-linux-gnu.so",
+        "     2.66%  libsqlite3.so.0.8.6", "     2.50%  orjson.cpython-311-x86_64-linux-gnu.so",
+        "     1.25%  parser.cpython-311-x86_64-linux-gnu.so", "     0.42%  [vdso]",
+        "     0.12%  _greenlet.cpython-311-x86_64-linux-gnu.so", "# a comment line",
+    ])
+    shares = profile.native_shares(report)
+    assert shares["interpreter"] == 54.68
+    assert round(shares["kernel"], 2) == 27.28
+    assert shares["libc"] == 6.58 and shares["uvloop"] == 3.79 and shares["sqlite"] == 2.66
+    assert round(shares["parsers"], 2) == 3.75
+    assert shares["other"] == 0.12
