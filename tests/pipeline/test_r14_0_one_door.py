@@ -156,3 +156,29 @@ async def test_r14_0_a_deleted_default_falls_back_to_mock(
     assert (await client.delete(f"/v1/connections/{conn}")).status_code in (200, 204)
     assert (await client.get("/v1/settings")).json()["default_connection_id"] is None
     assert (await client.post("/v1/chats", json={})).json()["connection_id"] == mock
+
+
+async def test_r14_0_a_chat_whose_connection_was_deleted_answers_on_the_default(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    gone = await fake_connection(client, openai_fake, name="to be deleted")
+    chat = (await client.post("/v1/chats", json={"connection_id": gone})).json()["id"]
+    openai_fake.script.reply("Before.")
+    assert [d["content"] for n, d in await stream(client, chat, "Hi")
+            if n == "message"] == ["Before."]
+    assert (await client.delete(f"/v1/connections/{gone}")).status_code == 204
+    assert (await client.get(f"/v1/chats/{chat}")).json()["connection_id"] is None
+
+    # no default set: the built-in mock answers, and nothing the person wrote is lost
+    events = await stream(client, chat, "Still there?")
+    assert [n for n, _ in events if n == "error"] == []
+    assert [d["content"] for n, d in events if n == "message"] != []
+    said = [m["content"] for m in (await messages(client, chat)) if m["role"] == "user"]
+    assert said == ["Hi", "Still there?"]
+
+    # a default set later: the chat names none, so it follows the default
+    default = await fake_connection(client, openai_fake, name="the default")
+    await client.patch("/v1/settings", json={"default_connection_id": default})
+    openai_fake.script.reply("From the default.")
+    events = await stream(client, chat, "And now?")
+    assert [d["content"] for n, d in events if n == "message"] == ["From the default."]

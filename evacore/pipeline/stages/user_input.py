@@ -23,6 +23,7 @@ from evacore.pipeline.tour import MODES
 from evacore.store import chats as chat_store
 from evacore.store import tour_writes
 from evacore.store import tours as tour_store
+from evacore.store.connections import default_connection
 from evacore.store.tables import User
 
 if TYPE_CHECKING:
@@ -85,7 +86,9 @@ class UserInput:
             if tour.user_id and tour.role != "master" and chat.user_id != tour.user_id:
                 raise NotFound(f"chat {tour.chat_id} not found")
             if chat.connection_id is None:
-                raise InvalidInput("the chat has no connection; set connection_id first")
+                # its connection was deleted (or unset): the one chats get when they name
+                # none, as a new chat would (R14.0), until the chat names one again
+                connection = await default_connection(s)
             if connection is None:
                 raise NotFound(f"connection {chat.connection_id} not found")
             # The record and the check for another instance's tour in one statement: on
