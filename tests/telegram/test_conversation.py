@@ -203,3 +203,25 @@ async def test_r14_2_a_flood_wait_too_long_to_wait_in_one_go_is_kept_by_the_outb
         assert [m["text"] for m in sent] == ["Very."]
     finally:
         await ch.stop()
+
+
+async def test_r14_2_a_connection_setting_that_names_nothing_is_said_not_kept_silent(
+    core: Core, bot_api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    from tests.telegram.conftest import TRUSTED, TRUSTED_ID
+
+    channel = make_channel(core, bot_api, connection="no such connection")
+    await channel.start()
+    try:
+        bot_api.say(MASTER_ID, MASTER, "Hello?")
+        to_master = await answers_after(bot_api, MASTER_ID)
+        bot_api.say(TRUSTED_ID, TRUSTED, "Anyone there?")
+        to_trusted = await answers_after(bot_api, TRUSTED_ID)
+    finally:
+        await channel.stop()
+    assert "telegram.connection 'no such connection' names no connection" in (
+        to_master[-1]["text"])
+    assert to_trusted[-1]["text"].startswith("⚠ This bot is not set up")
+    assert "no such connection" not in to_trusted[-1]["text"]
+    assert await chat_of(core, MASTER_ID) is None  # nothing half made
+    assert upstream.generation_requests == []

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 NEW_CHAT_TEXT = "A new chat has begun."
+UNSET_TEXT = "⚠ This bot is not set up to answer yet; its owner has been told."
+"""What a person other than the master is told when the channel's connection or character
+setting names nothing (the master gets the setting's own error)."""
 WEBHOOK_PATH = "/v1/telegram/webhook"
 UPDATES_KEPT_SECONDS = 24 * 3600
 
@@ -197,9 +200,18 @@ class TelegramChannel:
                 master = await store.first_master(s)
                 owner = master.id if master is not None else None
             title = message.chat.title or incoming.sender_name(sender)
-            bound = await binding.chat_for(s, self.settings, message.chat.id,
-                                           kind=message.chat.type, title=title,
-                                           owner_id=owner, fresh=command == "new")
+            try:
+                bound = await binding.chat_for(s, self.settings, message.chat.id,
+                                               kind=message.chat.type, title=title,
+                                               owner_id=owner, fresh=command == "new")
+            except EvacoreError as exc:  # the channel's settings name nothing that exists
+                unset: EvacoreError | None = exc
+            else:
+                unset = None
+        if unset is not None:
+            log.error("telegram.settings", error=unset.message)
+            await self._say(message, f"⚠ {unset.message}" if who.is_master else UNSET_TEXT)
+            return
         if command == "new":
             await self._say(message, NEW_CHAT_TEXT)
             return
