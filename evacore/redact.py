@@ -200,8 +200,9 @@ def _split(value: dict[str, Any] | list[Any], raw: bytes, seen: dict[bytes, None
            fresh: list[bytes], texts: list[bytes], root: bool = False) -> None:
     """Add to `texts` the serialized parts of `value` to scan (keys included), splitting
     large ones further; a container of small parts only (not the document itself, which
-    differs every time) is skipped when `seen` holds it as clean, else it goes to `fresh`. No secret or shape spans two JSON tokens (none matches a
-    quote), so scanning the parts finds what scanning `raw` finds."""
+    differs every time) is skipped when `seen` holds it as clean, else it goes to `fresh`.
+    No secret or shape spans two JSON tokens (none matches a quote), so scanning the parts
+    finds what scanning `raw` finds."""
     parts: list[tuple[Any, bytes]] = []
     split = False
     if isinstance(value, dict):
