@@ -118,8 +118,9 @@ class ChatSession:
         try:
             return await task
         except asyncio.CancelledError:
-            if not task.cancelled():
-                raise
+            current = asyncio.current_task()
+            if not task.cancelled() or (current is not None and current.cancelling()):
+                raise  # not Ctrl-C's stop of this answer: the whole chat is being ended
             self.err.print(Text("(stopped)", style="yellow"))
             return TourOutcome(tour_id=self.last_tour, status="stopped")
         finally:

@@ -7,9 +7,11 @@ start a core (the CLI hands in `local_api` for embedded mode).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +93,50 @@ async def run_terminal(options: TerminalOptions, settings: Settings, *,
 
         ops = OpRunner(options.root, options.allow, confirm=None if options.yes else confirm,
                        shell_timeout=options.shell_timeout, output_cap=options.output_cap)
+    with _ended_by_signals() as ended:
+        try:
+            return await _run(options, settings, local_api, reader, ops, out, err)
+        except asyncio.CancelledError:
+            if ended.signum is None:
+                raise
+            # ended from outside: the op that ran was killed, the stream closed (the server
+            # aborts the tour), the embedded server and its run token are gone
+            return 128 + ended.signum
+
+
+class _Ending:
+    signum: int | None = None
+
+
+@contextlib.contextmanager
+def _ended_by_signals() -> Iterator[_Ending]:
+    """While it lasts, SIGTERM and SIGHUP (a `kill`, a closed terminal window) cancel the
+    calling task, so that everything it opened is closed on the way out; without this the
+    process would die at once, leaving a shell op running, an embedded server's socket
+    folder and its run token behind."""
+    ended = _Ending()
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    watched: list[int] = []
+
+    def end(signum: int) -> None:
+        if ended.signum is None and task is not None:
+            ended.signum = signum
+            task.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, end, signum)
+            watched.append(signum)
+    try:
+        yield ended
+    finally:
+        for signum in watched:
+            loop.remove_signal_handler(signum)
+
+
+async def _run(options: TerminalOptions, settings: Settings, local_api: LocalApi | None,
+               reader: Reader, ops: OpRunner | None, out: Console, err: Console) -> int:
     try:
         async with open_api(options, settings, err, local_api) as api:
             session = ChatSession(api, reader, out, err, ops=ops)

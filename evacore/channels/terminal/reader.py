@@ -8,7 +8,9 @@ for the person go to stderr, so a script that captures stdout gets answers only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -24,6 +26,34 @@ def visible(text: str) -> str:
     the model sent must not move the cursor or erase the line it is asked on."""
     return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode()
                    for c in text)
+
+
+async def _read_line(stream: IO[str]) -> str:
+    """`stream.readline()` in a daemon thread of its own: a chat ended while it waits for a
+    line (a signal, see launch.py) leaves at once, where a thread of the loop's executor
+    would hold the process until the line came."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+
+    def settle(text: str | None, exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(text or "")
+
+    def read() -> None:
+        text, exc = None, None
+        try:
+            text = stream.readline()
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting coroutine
+            exc = error
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle, text, exc)
+
+    threading.Thread(target=read, name="evacore-stdin", daemon=True).start()
+    return await done
 
 
 class Reader(Protocol):
@@ -46,7 +76,7 @@ class PipeReader:
         self.stream = stream if stream is not None else sys.stdin
 
     async def _raw(self) -> str | None:
-        text = await asyncio.to_thread(self.stream.readline)
+        text = await _read_line(self.stream)
         return None if text == "" else text.rstrip("\r\n")
 
     async def line(self) -> str | None:
