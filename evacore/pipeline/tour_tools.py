@@ -61,7 +61,7 @@ def tools_for_tour(core: Core, tour: Tour) -> TourTools:
         "client_ops": core.client_ops,
         "emit_client_op": lambda call_id, name, args: tour.events.emit(
             "client_op", {"id": call_id, "call_id": call_id, "name": name, "arguments": args,
-                          "tour_id": tour.id}
+                          "tour_id": tour.id, "timeout": core.settings.agent.client_op_timeout}
         ),
         "core": core,
         "tour": tour,

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,7 +169,11 @@ class ChatSession:
 
     async def _client_op(self, data: dict[str, Any], printer: EventPrinter) -> None:
         assert self.ops is not None
-        result = await self.ops.run(str(data.get("name")), data.get("arguments") or {})
+        wait = data.get("timeout")
+        deadline = time.monotonic() + wait if isinstance(wait, int | float) and wait > 0 \
+            else None
+        result = await self.ops.run(str(data.get("name")), data.get("arguments") or {},
+                                    deadline)
         accepted = await self.api.answer_op(str(data["tour_id"]), str(data["call_id"]),
                                             result.content, result.error)
         shown = ("error: " if result.error else "") + short(result.content, 120)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,9 @@ from evacore.errors import ToolError
 
 DEFAULT_OPS = ("shell", "read_file", "write_file", "list_dir")
 DECLINED = "the master declined to run this op on his machine"
+TOO_LATE = "not run: it was confirmed after the core had stopped waiting for its answer"
+ANSWER_MARGIN = 2.0
+"""Seconds kept before the core's deadline for posting an op's answer."""
 
 _PATH = {"type": "string", "description": "A path relative to the client's root folder."}
 _OPS: dict[str, tuple[str, dict[str, Any], Any, str]] = {
@@ -125,7 +130,10 @@ class OpRunner:
                                       shell_max_timeout=shell_timeout,
                                       shell_output_cap=output_cap)
 
-    async def run(self, name: str, arguments: Any) -> OpResult:
+    async def run(self, name: str, arguments: Any, deadline: float | None = None) -> OpResult:
+        """Run one op; `deadline` (`time.monotonic()`): when the core stops waiting for its
+        answer. An op confirmed after that does not run, and a shell op is cut short of it,
+        so that what it did reaches the model."""
         tool = self._tools.get(name)
         if tool is None:
             return OpResult(f"this client does not offer the op {name!r}; it offers "
@@ -137,8 +145,16 @@ class OpRunner:
             return OpResult(exc.message, True)
         if self.confirm is not None and not await self.confirm(name, args):
             return OpResult(DECLINED, True)
+        settings = self._settings
+        if deadline is not None:
+            left = math.floor((deadline - time.monotonic() - ANSWER_MARGIN) * 10) / 10
+            if left <= 0:
+                return OpResult(TOO_LATE, True)
+            if left < settings.shell_max_timeout:
+                settings = replace(settings, shell_timeout=min(settings.shell_timeout, left),
+                                   shell_max_timeout=left)
         ctx = ToolContext(workspace=self.root, role="master", env=frozenset(),
-                          abort=asyncio.Event(), settings=self._settings)
+                          abort=asyncio.Event(), settings=settings)
         outcome = await run_tool(self._registry, name, json.dumps(args), ctx)
         if outcome.error:
             return OpResult(outcome.output.removeprefix("error: "), True)

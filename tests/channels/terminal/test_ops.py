@@ -79,3 +79,39 @@ async def test_r14_3_a_declined_or_malformed_op_does_not_run(tmp_path: Path) -> 
     not_offered = await runner.run("read_file", {"path": "x"})
     assert not_offered.error and "does not offer the op 'read_file'" in not_offered.content
     assert len(asked) == 1  # nobody is asked about a call that cannot run
+
+
+async def test_r14_3_an_op_confirmed_after_the_core_stopped_waiting_does_not_run(
+        tmp_path: Path) -> None:
+    import time
+
+    from evacore.channels.terminal.ops import TOO_LATE
+
+    said_yes: list[str] = []
+
+    async def confirm(name: str, args: dict[str, Any]) -> bool:
+        said_yes.append(name)
+        return True
+
+    runner = OpRunner(tmp_path, confirm=confirm)
+    result = await runner.run("shell", {"command": "touch made.txt"},
+                              deadline=time.monotonic() - 1)
+    assert result.error and result.content == TOO_LATE
+    assert said_yes == ["shell"] and not (tmp_path / "made.txt").exists()
+    result = await runner.run("write_file", {"path": "w.txt", "content": "x"},
+                              deadline=time.monotonic() + 1)  # inside the answer's margin
+    assert result.content == TOO_LATE and not (tmp_path / "w.txt").exists()
+
+
+async def test_r14_3_a_shell_op_ends_before_the_core_stops_waiting(tmp_path: Path) -> None:
+    import re
+    import time
+
+    runner = OpRunner(tmp_path, shell_timeout=50)
+    started = time.monotonic()
+    result = await runner.run("shell", {"command": "echo begun; sleep 30"},
+                              deadline=started + 3.5)  # 1.5 s to run, 2 s to answer
+    took = time.monotonic() - started
+    assert result.error and re.search(r"timed out after 1\.[0-4]s", result.content)
+    assert "begun" in result.content
+    assert took < 3.5
