@@ -126,3 +126,21 @@ async def test_r5_2_write_diff_through_a_symlink_out_writes_nothing(
         outcome = await run_tool(default_registry(), "write_diff", json.dumps(args), ctx)
         assert outcome.error and "dir/link is a symlink that leads outside" in outcome.output
     assert (outside / "secret.txt").read_text() == "top secret\n"
+
+
+async def test_r5_3_a_tool_result_with_nul_characters_is_stored_on_every_backend(
+        client: httpx.AsyncClient, workspace: Path) -> None:
+    # `find -print0`, a binary file's bytes: kept as written (JSON escapes U+0000, which
+    # PostgreSQL's json columns take, unlike its text and jsonb)
+    calls = [{"name": "shell", "arguments": {"command": "printf 'a\\000b\\n'"}}]
+    chat = await scripted_chat(client, _final("nul", calls))
+    tour_id, events = await run_tour(client, chat, "print a nul")
+    [result] = named(events, "tool_result")
+    assert result["content"] == "a\x00b\n"  # the stream shows what the command wrote
+    assert named(events, "message")[0]["content"] == "Carried on."
+    assert named(events, "error") == []
+    [step] = (await stored_variant(client, chat))["steps"]
+    assert step["results"][0]["content"] == "a\x00b\n"
+    tour = (await client.get(f"/v1/tours/{tour_id}")).json()
+    assert tour["status"] == "completed"
+    assert "save_problem" not in tour["diagnostics"]
