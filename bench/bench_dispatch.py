@@ -1,4 +1,5 @@
-"""Benchmark the plugin dispatcher: overhead per tour of 10 interceptor hooks on a 50-element prompt.
+"""Benchmark the plugin dispatcher: overhead per tour of 10 interceptor hooks on a 50-element
+prompt, and the change log's diff of a 200-element prompt (what a writing hook's turn adds).
 
 Must not: touch storage or the network; the hooks are real plugin files loaded through
 discovery, doing nothing (the overhead) or reading every message (copy and change check).
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from evacore.plugins import CtxBase, PluginManager, discover
+from evacore.prompt.changelog import diff_elements
 
 TARGET_US = 200.0
+DIFF_TARGET_MS = 20.0
 
 _PLUGIN = """
 from evacore.plugins import Plugin
@@ -93,7 +96,31 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             rows.append({"bench": "dispatch", "metric": f"{name}_{metric}_us_per_tour", "value": value,
                          "unit": "µs", "target": f"< {TARGET_US:g} µs" if target else None,
                          "met": (value < target) if target and metric == "p50" else None, "note": note})
+    rows.append(_diff_row(20 if quick else 200))
     return rows
+
+
+def _diff_row(rounds: int) -> dict[str, Any]:
+    """The change log's diff of a 200-element prompt with one element changed, one added,
+    one removed and one moved (p50 over `rounds`)."""
+    before = [{"id": f"e{i}", "role": "user", "content": f"text {i} " * 30, "source": "history",
+               "kind": "history", "protected": False, "tokens": 60, "name": None,
+               "tool_calls": None, "tool_call_id": None} for i in range(200)]
+    after = [dict(e) for e in before]
+    after[10]["content"] = "changed"
+    after.insert(50, {**before[0], "id": "new", "content": "n"})
+    del after[150]
+    after.append(after.pop(3))
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        diff_elements(before, after)
+        samples.append((time.perf_counter() - t0) * 1000)
+    value = statistics.median(samples)
+    return {"bench": "dispatch", "metric": "changelog_diff_200_elements_p50_ms", "value": value,
+            "unit": "ms", "target": f"< {DIFF_TARGET_MS:g} ms", "met": value < DIFF_TARGET_MS,
+            "note": "the change log's diff of a 200-element prompt: one element changed, one "
+                    "added, one removed, one moved"}
 
 
 if __name__ == "__main__":

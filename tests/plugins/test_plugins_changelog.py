@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 from evacore.prompt.changelog import TEXT_LIMIT, ChangeLog, ChangeRecord, diff_elements
 from tests.plugins.conftest import element
@@ -37,16 +36,15 @@ def test_r2_15_change_log_json_is_compact_and_cuts_long_text() -> None:
     assert [r.stage for r in log.for_stage("lorebook")] == ["lorebook"]
 
 
-def test_r2_15_diff_is_fast_for_a_prompt_of_200_elements() -> None:
+def test_r2_15_diff_of_a_prompt_of_200_elements_names_each_change() -> None:
+    # its speed is a target of the benchmarks (bench_dispatch: changelog_diff_200_elements)
     before = [element(f"e{i}", content=f"text {i} " * 30) for i in range(200)]
     after = [dict(e) for e in before]
     after[10]["content"] = "changed"
     after.insert(50, element("new", content="n"))
     del after[150]
     after.append(after.pop(3))
-    t0 = time.perf_counter()
-    for _ in range(20):
-        changes = diff_elements(before, after)
-    per_diff_ms = (time.perf_counter() - t0) * 1000 / 20
+    changes = diff_elements(before, after)
     assert [c["id"] for c in changes.changed] == ["e10"] and changes.moved == ["e3"]
-    assert per_diff_ms < 20
+    assert [e["id"] for e in changes.added] == ["new"]
+    assert [e["id"] for e in changes.removed] == ["e149"]
