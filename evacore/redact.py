@@ -203,28 +203,23 @@ def _split(value: dict[str, Any] | list[Any], raw: bytes, seen: dict[bytes, None
     differs every time) is skipped when `seen` holds it as clean, else it goes to `fresh`.
     No secret or shape spans two JSON tokens (none matches a quote), so scanning the parts
     finds what scanning `raw` finds."""
+    if not root and raw in seen:  # a container of small parts found clean before
+        seen.pop(raw, None)  # the most recently used go last
+        seen[raw] = None
+        return
     parts: list[tuple[Any, bytes]] = []
     split = False
-    if isinstance(value, dict):
-        for key, item in value.items():
+    pairs = value.items() if isinstance(value, dict) else ((None, item) for item in value)
+    for key, item in pairs:
+        if key is not None:  # JSON's keys are strings
             texts.append(orjson.dumps(key))
-            part = orjson.dumps(item)
-            split = split or (len(part) >= _SPLIT_AT and isinstance(item, dict | list))
-            parts.append((item, part))
-    else:
-        for item in value:
-            part = orjson.dumps(item)
-            split = split or (len(part) >= _SPLIT_AT and isinstance(item, dict | list))
-            parts.append((item, part))
+        part = orjson.dumps(item)
+        split = split or (len(part) >= _SPLIT_AT and isinstance(item, dict | list))
+        parts.append((item, part))
     if not split:
-        if root:
-            texts.extend(part for _, part in parts)
-        elif raw in seen:
-            seen.pop(raw, None)  # the most recently used go last
-            seen[raw] = None
-        else:
+        if not root:
             fresh.append(raw)
-            texts.extend(part for _, part in parts)
+        texts.extend(part for _, part in parts)
         return
     for item, part in parts:
         if len(part) >= _SPLIT_AT and isinstance(item, dict | list):
