@@ -23,9 +23,9 @@ relay (`_relay_floor.py`) on the same paced stream; rows say so when perf is mis
 not sample here.
 
 Must not: bind anything but loopback, download anything, or fail when py-spy or perf is
-missing or may not attach (a row says so). Shares are inclusive and overlap (a stage's share holds the
-SQL it runs); samples of other threads are left out (the thread of aiosqlite and the
-embedder idle here).
+missing or may not attach (a row says so). py-spy's shares are inclusive and overlap (a
+stage's share holds the SQL it runs); samples of other threads are left out (the thread of
+aiosqlite and the embedder idle here).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 import _relay_procs as procs
 import httpx
 from bench_chat_length import TOKEN, _Chats, _row
-from bench_cold import FLOOR_BODY
+from bench_cold import FLOOR_BODY, _Target
 
 REPEATS = 1
 RATE = 250
@@ -245,15 +245,10 @@ def _native(perf: str, tours: int, folder: Path
                                lambda: _tours(chats, tours))
         chats.http.close()
 
-        def relay() -> None:
-            with httpx.Client(timeout=120) as http:
-                for _ in range(tours):
-                    with http.stream("POST", floor_url + "/v1/chat/completions",
-                                     json=FLOOR_BODY) as r:
-                        for _ in r.iter_raw():
-                            pass
-
-        bare = _perf_record(perf, floor.pid, folder / "perf-floor.data", relay)
+        with httpx.Client(timeout=120) as http:
+            relay = _Target(http, floor.pid, floor_url + "/v1/chat/completions", FLOOR_BODY)
+            bare = _perf_record(perf, floor.pid, folder / "perf-floor.data",
+                                lambda: [relay.once() for _ in range(tours)])
     finally:
         floor.stop()
         server.stop()
