@@ -22,7 +22,7 @@ from rich.text import Text
 
 from evacore.channels.terminal.api import Api, ApiError, remote_api
 from evacore.channels.terminal.chat import ChatSession, describe_args
-from evacore.channels.terminal.ops import DEFAULT_OPS, OpRunner
+from evacore.channels.terminal.ops import DEFAULT_OPS, SHELL_TIMEOUT, OpRunner
 from evacore.channels.terminal.reader import PipeReader, Reader, TerminalReader
 from evacore.channels.terminal.render import consoles
 from evacore.config import Settings
@@ -43,9 +43,7 @@ class TerminalOptions:
     """With a root, the client ops in `allow` are declared and run inside it."""
     allow: tuple[str, ...] = field(default=DEFAULT_OPS)
     yes: bool = False
-    shell_timeout: float = 50.0
-    """Below the server's wait for an op's answer (`agent.client_op_timeout`, 60 s), so that
-    a shell op cut at its timeout still reaches the model with its output so far."""
+    shell_timeout: float = SHELL_TIMEOUT
     output_cap: int = 100_000
 
 

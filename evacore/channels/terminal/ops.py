@@ -36,6 +36,9 @@ DECLINED = "the master declined to run this op on his machine"
 TOO_LATE = "not run: it was confirmed after the core had stopped waiting for its answer"
 ANSWER_MARGIN = 2.0
 """Seconds kept before the core's deadline for posting an op's answer."""
+SHELL_TIMEOUT = 50.0
+"""Below the server's wait for an op's answer (`agent.client_op_timeout`, 60 s), so that a
+shell op cut at its timeout still reaches the model with its output so far."""
 
 _PATH = {"type": "string", "description": "A path relative to the client's root folder."}
 _OPS: dict[str, tuple[str, dict[str, Any], Any, str]] = {
@@ -115,7 +118,7 @@ class OpRunner:
     """Runs the allowed ops inside `root`, asking `confirm` first when one is given."""
 
     def __init__(self, root: Path, allowed: Iterable[str] = DEFAULT_OPS, *,
-                 confirm: Confirm | None = None, shell_timeout: float = 60.0,
+                 confirm: Confirm | None = None, shell_timeout: float = SHELL_TIMEOUT,
                  output_cap: int = 100_000) -> None:
         self.root = root.resolve()
         self.allowed = tuple(allowed)
