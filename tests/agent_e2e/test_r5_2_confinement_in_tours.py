@@ -71,13 +71,21 @@ async def test_r5_2_escaping_paths_are_error_results_and_the_tour_goes_on(
     assert (outside / "secret.txt").read_text() == "top secret\n"
 
 
+async def _one_shell(client: httpx.AsyncClient, tag: str, command: str
+                     ) -> tuple[str, str, list[tuple[str, dict[str, Any]]], str]:
+    """A tour whose model runs one shell command and then answers: (chat, tour id, events,
+    the command's result as streamed)."""
+    calls = [{"name": "shell", "arguments": {"command": command}}]
+    chat = await scripted_chat(client, _final(tag, calls))
+    tour_id, events = await run_tour(client, chat, f"{tag} please")
+    [result] = named(events, "tool_result")
+    return chat, tour_id, events, result["content"]
+
+
 async def test_r5_2_huge_shell_output_is_capped_in_the_result(
         client: httpx.AsyncClient, workspace: Path) -> None:
-    calls = [{"name": "shell", "arguments": {"command": "yes 0123456789 | head -n 100000"}}]
-    chat = await scripted_chat(client, _final("flood", calls))
-    _, events = await run_tour(client, chat, "flood it")
-    [result] = named(events, "tool_result")
-    content = result["content"]
+    chat, _, events, content = await _one_shell(client, "flood",
+                                                "yes 0123456789 | head -n 100000")
     assert content.startswith("0123456789\n") and content.endswith("0123456789\n")
     assert f"[… {1_100_000 - CAP} bytes of output dropped …]" in content
     assert len(content) < CAP + 100
@@ -132,11 +140,8 @@ async def test_r5_3_a_tool_result_with_nul_characters_is_stored_on_every_backend
         client: httpx.AsyncClient, workspace: Path) -> None:
     # `find -print0`, a binary file's bytes: kept as written (JSON escapes U+0000, which
     # PostgreSQL's json columns take, unlike its text and jsonb)
-    calls = [{"name": "shell", "arguments": {"command": "printf 'a\\000b\\n'"}}]
-    chat = await scripted_chat(client, _final("nul", calls))
-    tour_id, events = await run_tour(client, chat, "print a nul")
-    [result] = named(events, "tool_result")
-    assert result["content"] == "a\x00b\n"  # the stream shows what the command wrote
+    chat, tour_id, events, content = await _one_shell(client, "nul", "printf 'a\\000b\\n'")
+    assert content == "a\x00b\n"  # the stream shows what the command wrote
     assert named(events, "message")[0]["content"] == "Carried on."
     assert named(events, "error") == []
     [step] = (await stored_variant(client, chat))["steps"]
