@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from evacore.errors import Conflict, RuleInvalid
 from evacore.rules import _checks
@@ -87,7 +87,7 @@ class RuleInput(BaseModel):
         description="'text' (the finished answer) or 'tool:<tool name>' (a tool call)."
     )
     condition: str = Field("", description="RE2 regex over the target; empty matches every target.")
-    negate: bool = Field(False, description="Fire when the condition is NOT found.")
+    negate: StrictBool = Field(False, description="Fire when the condition is NOT found.")
     when: list[str] = Field(
         default_factory=list,
         description=f"Environment flags that must all hold: {', '.join(ENV_FLAGS)}.",
@@ -99,7 +99,7 @@ class RuleInput(BaseModel):
     repeat: str | None = Field(
         None, description="null, 'once' (per chat) or 'after:N' (chat turns)."
     )
-    enabled: bool = Field(True, description="A disabled rule is kept but not loaded.")
+    enabled: StrictBool = Field(True, description="A disabled rule is kept but not loaded.")
 
 
 class RulePatch(BaseModel):
@@ -110,12 +110,12 @@ class RulePatch(BaseModel):
     name: str | None = None
     scope: str | None = None
     condition: str | None = None
-    negate: bool | None = None
+    negate: StrictBool | None = None
     when: list[str] | None = None
     text: str | None = None
     mode: str | None = None
     repeat: str | None = None
-    enabled: bool | None = None
+    enabled: StrictBool | None = None
 
 
 _NULLABLE_IN_PATCH = frozenset({"mode", "repeat"})

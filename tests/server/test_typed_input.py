@@ -283,3 +283,42 @@ async def test_r12_2_a_connections_instruct_must_name_or_be_a_template(
     assert r.status_code == 201, r.text
     r = await client.patch(f"/v1/connections/{r.json()['id']}", json={"instruct": {"preset": 5}})
     assert r.status_code == 422, r.text
+
+
+async def test_r8_body_booleans_are_strict_and_nothing_is_stored(
+        client: httpx.AsyncClient) -> None:
+    """A yes/no field of a request body takes true or false only: "yes", "false", 1 or 0 is
+    a 422 naming the field (never read as truthy), on create and on PATCH, and what was
+    stored stays as it was."""
+    for word in ("yes", "false", 1, 0):
+        _error(await _connection(client, vision=word), "vision")
+    created = await _connection(client, vision=True)
+    assert created.status_code == 201, created.text
+    url = f"/v1/connections/{created.json()['id']}"
+    _error(await client.patch(url, json={"vision": "no"}), "vision")
+    assert (await client.get(url)).json()["vision"] is True
+    assert [c["name"] for c in (await client.get("/v1/connections")).json()["connections"]
+            ].count("c") == 1
+
+    chat = (await client.post("/v1/chats", json={})).json()["id"]
+    _error(await client.post(f"/v1/chats/{chat}/generate",
+                             json={"message": {"content": "hi"}, "stream": "false"}), "stream")
+    assert (await client.get(f"/v1/chats/{chat}/messages")).json()["messages"] == []
+    said = await client.post(f"/v1/chats/{chat}/messages", json={"role": "user", "content": "a"})
+    assert said.status_code == 201, said.text
+    message_url = f"/v1/chats/{chat}/messages/{said.json()['id']}"
+    _error(await client.patch(message_url, json={"hidden": "true"}), "hidden")
+    assert (await client.get(f"/v1/chats/{chat}/messages")).json()["messages"][0]["hidden"] \
+        is False
+
+    rule = {"name": "strict_rule", "scope": "text", "condition": "x", "text": "say y",
+            "mode": "soft"}
+    for field, word in (("enabled", "no"), ("negate", 1)):
+        r = await client.post("/v1/rules", json={**rule, field: word})
+        assert r.status_code == 422 and field in r.text, r.text
+    assert (await client.get("/v1/rules/strict_rule")).status_code == 404
+
+    facade = await client.post("/v1/chat/completions", json={
+        "model": "@c", "stream": "yes", "messages": [{"role": "user", "content": "hi"}]})
+    assert facade.status_code in (400, 422), facade.text
+    assert "stream" in facade.text

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from evacore.agent.tools.external import check_external_tools
 from evacore.channels.openai.errors import FacadeError
@@ -30,7 +30,7 @@ class ChatBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: str = Field(min_length=1, max_length=600)
     messages: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_MESSAGES)
-    stream: bool | None = False
+    stream: StrictBool | None = False
     stream_options: dict[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -54,14 +54,14 @@ class MessageIn(BaseModel):
     role: str = Field(default="user", pattern="^(user|assistant|system)$")
     content: str = Field(max_length=MAX_MESSAGE_CHARS)
     name: str | None = Field(default=None, max_length=300)
-    hidden: bool = False
+    hidden: StrictBool = False
 
 
 class MessagePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
     active_variant: str | None = None
-    hidden: bool | None = None
+    hidden: StrictBool | None = None
 
 
 def chat_json(c: Chat, lorebook_ids: list[str] | None = None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from evacore.domain.connection_params import ConnectionParamsField
 from evacore.domain.json_values import JsonObject
@@ -41,7 +41,7 @@ class ConnectionIn(BaseModel):
     context_size: int = Field(default=8192, ge=256, le=10_000_000)
     max_tokens: int = Field(default=512, ge=1, le=1_000_000)
     tokenizer: str | None = Field(default=None, max_length=300)
-    vision: bool = False
+    vision: StrictBool = False
     prefill: str = Field(default="", max_length=100_000)
     postprocess: PostMode = "none"
     instruct: JsonObject | str | None = None
@@ -65,7 +65,7 @@ class ConnectionPatch(BaseModel):
     context_size: int | None = Field(default=None, ge=256, le=10_000_000)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     tokenizer: str | None = Field(default=None, max_length=300)
-    vision: bool | None = None
+    vision: StrictBool | None = None
     prefill: str | None = Field(default=None, max_length=100_000)
     postprocess: PostMode | None = None
     instruct: JsonObject | str | None = None

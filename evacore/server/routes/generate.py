@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.types import Receive
 
 from evacore.channels.event_stream import EventStream
@@ -54,7 +54,7 @@ class GenerateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     message: MessageBody | None = None
     mode: Literal["normal", "regenerate", "swipe", "continue", "impersonate", "quiet"] = "normal"
-    stream: bool = True
+    stream: StrictBool = True
     env: EnvOverrides | None = None
     """Flags merged over the tour's own (booleans; honoured for the master only, §13)."""
     params: RequestParamsField = Field(default_factory=dict)

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request, Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.errors import Forbidden, InvalidInput, NotFound, TooLarge
@@ -61,7 +61,7 @@ class LorebookIn(BaseModel):
     description: str | None = Field(default=None, max_length=1_000_000)
     scan_depth: int | None = Field(default=None, ge=0, le=1000)
     token_budget: int | None = Field(default=None, ge=0, le=10**9)
-    recursive_scanning: bool | None = None
+    recursive_scanning: StrictBool | None = None
     extensions: dict[str, Any] = Field(default_factory=dict)
     entries: Entries = Field(default_factory=list)
 
@@ -74,7 +74,7 @@ class LorebookPatch(BaseModel):
     description: str | None = Field(default=None, max_length=1_000_000)
     scan_depth: int | None = Field(default=None, ge=0, le=1000)
     token_budget: int | None = Field(default=None, ge=0, le=10**9)
-    recursive_scanning: bool | None = None
+    recursive_scanning: StrictBool | None = None
     entries: Entries | None = None
 
 

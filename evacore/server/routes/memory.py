@@ -11,7 +11,7 @@ from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from evacore.errors import InvalidInput, NotFound, UnsupportedMedia
 from evacore.formats.limits import Limits
@@ -51,8 +51,8 @@ class BlockIn(BaseModel):
     user_id: str | None = Field(None, max_length=32)
     label: str = Field(min_length=1, max_length=200)
     content: str = Field("", max_length=1_000_000)
-    mandatory: bool = False
-    read_only: bool = False
+    mandatory: StrictBool = False
+    read_only: StrictBool = False
     limit: int = Field(2000, ge=1, le=1_000_000)
     position: str = Field("after_char", pattern=_POSITION)
     role: Literal["system", "user", "assistant"] = "system"
@@ -62,8 +62,8 @@ class BlockPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     label: str | None = Field(None, min_length=1, max_length=200)
     content: str | None = Field(None, max_length=1_000_000)
-    mandatory: bool | None = None
-    read_only: bool | None = None
+    mandatory: StrictBool | None = None
+    read_only: StrictBool | None = None
     limit: int | None = Field(None, ge=1, le=1_000_000)
     position: str | None = Field(None, pattern=_POSITION)
     role: Literal["system", "user", "assistant"] | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from evacore.server.auth import Master
 from evacore.server.deps import CoreDep, SessionDep
@@ -19,7 +19,7 @@ router = APIRouter(tags=["plugins"])
 
 class PluginPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    enabled: bool | None = None
+    enabled: StrictBool | None = None
     permissions: list[str] | None = Field(default=None, max_length=32)
     settings: dict[str, Any] | None = None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from evacore.errors import Conflict, NotFound
 from evacore.server.auth import AnyUser
@@ -46,7 +46,7 @@ async def abort_tour(tour_id: str, who: AnyUser, core: CoreDep) -> dict[str, Any
 
 class ClientOpResult(BaseModel):
     content: str = Field(default="", max_length=10_000_000)
-    error: bool = False
+    error: StrictBool = False
 
 
 @router.post("/tours/{tour_id}/client-ops/{call_id}")
