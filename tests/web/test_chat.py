@@ -146,6 +146,50 @@ def test_r14_4_regenerate_and_switch_variants(page: Page, evacore: Evacore) -> N
     assert len(evacore.fake.generation_requests) >= 2
 
 
+def test_r14_4_the_last_answer_keeps_its_actions_when_a_system_note_follows(
+        page: Page, evacore: Evacore) -> None:
+    """R14.4: the last assistant message offers its buttons even when a system message comes
+    after it; what only works at the chat's end is disabled and says why, the variants
+    still switch, and `Answer` answers after the note."""
+    sign_in(page, evacore)
+    chat_id = new_chat(page, evacore)
+    evacore.fake.script.reply("The first answer.").reply("The second answer.")
+    page.get_by_role("textbox", name="Message").fill("hello")
+    page.get_by_role("button", name="Send").click()
+    expect(assistant(page)).to_contain_text("The first answer.")
+    page.get_by_role("button", name="Regenerate").click()
+    expect(assistant(page)).to_contain_text("2/2")
+    note = evacore.api.post(f"/v1/chats/{chat_id}/messages",
+                            json={"role": "system", "content": "The night falls."})
+    assert note.status_code == 201, note.text
+    page.reload()
+    expect(page.locator('article[data-role="system"]')).to_contain_text("The night falls.")
+    answer = assistant(page)
+    for name in ("Regenerate", "Continue"):
+        expect(answer.get_by_role("button", name=name)).to_be_disabled()
+    expect(answer.get_by_role("button", name="Next variant")).to_be_disabled()
+    expect(answer.get_by_role("button", name="Inspect")).to_be_enabled()
+    shot(page, evacore, "answer-followed-by-a-note")
+    answer.get_by_role("button", name="Previous variant").click()
+    expect(answer).to_contain_text("The first answer.")
+    expect(answer).to_contain_text("1/2")
+    stored = evacore.messages(chat_id)
+    assert [m["role"] for m in stored] == ["user", "assistant", "system"]
+    assert stored[1]["active_variant"] == stored[1]["variants"][0]["id"]
+    answer.get_by_role("button", name="Next variant").click()
+    expect(answer).to_contain_text("The second answer.")
+    expect(answer.get_by_role("button", name="Next variant")).to_be_disabled()
+
+    evacore.fake.script.reply("After the note.")
+    page.get_by_role("button", name="Answer").click()
+    expect(assistant(page)).to_contain_text("After the note.")
+    expect(assistant(page).get_by_role("button", name="Regenerate")).to_be_enabled()
+    expect(page.locator('article[data-role="assistant"]').first.get_by_role(
+        "button", name="Regenerate")).to_have_count(0)
+    assert [m["role"] for m in evacore.messages(chat_id)] == [
+        "user", "assistant", "system", "assistant"]
+
+
 def test_r14_4_continue_extends_the_same_message(page: Page, evacore: Evacore) -> None:
     sign_in(page, evacore)
     chat_id = new_chat(page, evacore)

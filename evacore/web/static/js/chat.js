@@ -141,6 +141,9 @@ export function ChatPane({ chatId, title, onActivity, onInspect }) {
   const list = messages || [];
   const lastIndex = list.length - 1;
   const endsWithAnswer = lastIndex >= 0 && list[lastIndex].role === "assistant";
+  // the last answer keeps its actions when messages follow it (a system note, say); what
+  // only works on the chat's end (a new variant, continue, regenerate) is then disabled
+  const lastAnswer = list.map((m) => m.role).lastIndexOf("assistant");
   const streaming = stream && html`<${StreamingArticle} key="streaming" name=${stream.name}
     initial=${stream.initial} held=${stream.held} tools=${stream.tools} onView=${onView} />`;
   return html`<section class="chat" aria-label=${title || "Chat"}>
@@ -150,7 +153,7 @@ export function ChatPane({ chatId, title, onActivity, onInspect }) {
         ? html`<div class="empty"><p>Say something to start the conversation.</p></div>` : null}
       ${list.map((m, i) => (stream && stream.targetId === m.id ? streaming
         : html`<${MessageArticle} key=${m.id} message=${m} busy=${busy}
-            last=${i === lastIndex && m.role === "assistant"} actions=${actions} />`))}
+            last=${i === lastAnswer} followed=${i < lastIndex} actions=${actions} />`))}
       ${stream && !stream.targetId ? streaming : null}
       ${!busy && messages && list.length > 0 && !endsWithAnswer ? html`
         <div class="row-center"><button type="button" class="btn btn-ghost"

@@ -68,14 +68,17 @@ function Header({ message, extra }) {
   </header>`;
 }
 
-/** A stored message. Re-renders only when its props change (not while another streams). */
+const AT_THE_END = "Only the answer at the end of the chat can be rewritten or continued";
+
+/** A stored message. Re-renders only when its props change (not while another streams).
+ * `last`: the chat's last answer (its actions); `followed`: messages come after it. */
 export class MessageArticle extends Pure {
   constructor() {
     super();
     this.state = { editing: false, armed: false };
   }
 
-  render({ message, last, busy, actions }, { editing, armed }) {
+  render({ message, last, followed, busy, actions }, { editing, armed }) {
     const variants = message.variants || [];
     const index = variants.findIndex((v) => v.id === message.active_variant);
     const variant = index >= 0 ? variants[index] : null;
@@ -101,13 +104,17 @@ export class MessageArticle extends Pure {
             title="Previous variant" aria-label="Previous variant"
             onClick=${() => actions.variant(message, index - 1)}>‹</button>
           ${position}
-          <button type="button" class="btn btn-icon" disabled=${busy}
-            title=${index >= variants.length - 1 ? "Next variant (writes a new one)" : "Next variant"}
+          <button type="button" class="btn btn-icon"
+            disabled=${busy || (followed && index >= variants.length - 1)}
+            title=${index < variants.length - 1 ? "Next variant"
+              : followed ? AT_THE_END : "Next variant (writes a new one)"}
             aria-label="Next variant" onClick=${() => actions.variant(message, index + 1)}>›</button>
           <span class="sep" />
-          <button type="button" class="btn btn-ghost" disabled=${busy}
+          <button type="button" class="btn btn-ghost" disabled=${busy || followed}
+            title=${followed ? AT_THE_END : null}
             onClick=${() => actions.generate("regenerate")}>Regenerate</button>
-          <button type="button" class="btn btn-ghost" disabled=${busy}
+          <button type="button" class="btn btn-ghost" disabled=${busy || followed}
+            title=${followed ? AT_THE_END : null}
             onClick=${() => actions.generate("continue")}>Continue</button>
           <button type="button" class="btn btn-ghost" disabled=${!variant || !variant.tour_id}
             onClick=${() => actions.inspect(variant.tour_id)}>Inspect</button>
