@@ -80,6 +80,9 @@ def test_r14_4_create_edit_with_inline_errors_toggle_delete(
     page.wait_for_url("**/#/rules/no_shouting")
     expect(page.get_by_role("link", name="no_shouting")).to_be_visible()
     assert rule(evacore, "no_shouting")["condition"] == "[A-Z]{8,}"
+    # the editor's own switch is the one control its name finds (the list's say "Use …")
+    expect(page.get_by_label("Enabled")).to_have_count(1)
+    expect(page.get_by_label("Enabled")).to_be_checked()
 
     page.get_by_role("textbox", name="Condition", exact=True).fill("((")
     page.get_by_role("button", name="Save").click()
@@ -93,7 +96,7 @@ def test_r14_4_create_edit_with_inline_errors_toggle_delete(
     expect(page.get_by_role("status").filter(has_text="Saved")).to_be_visible()
     assert rule(evacore, "no_shouting")["condition"] == "[A-Z]{10,}"
 
-    page.get_by_role("checkbox", name="enabled no_shouting").click()
+    page.get_by_role("checkbox", name="Use no_shouting").click()
     for _ in range(50):
         if rule(evacore, "no_shouting")["enabled"] is False:
             break

@@ -69,7 +69,7 @@ export function RulesView({ name, navigate }) {
         <span class="rule-meta"><span class="chip">${r.scope}</span>
           <label class="switch" title=${r.enabled ? "enabled" : "disabled"}>
             <input type="checkbox" checked=${r.enabled} onChange=${() => toggle(r).catch(() => reload())}
-              aria-label=${`enabled ${r.name}`} /><span /></label></span>
+              aria-label=${`Use ${r.name}`} /><span /></label></span>
       </li>`)}</ul>
     </aside>
     <div class="main">
