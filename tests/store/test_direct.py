@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import bindparam, event, insert, select, update
+from sqlalchemy import bindparam, event, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from evacore.core import Core
@@ -93,6 +93,31 @@ async def test_a_direct_select_reads_what_session_execute_reads(core: Core) -> N
     assert abort_requested is False and finished_at is None and user_id is None
     assert isinstance(created_at, datetime)
     assert created_at.replace(tzinfo=None) == datetime(2026, 12, 1, 12, 30, 45, 123456)
+
+
+async def test_every_json_shape_reads_as_session_execute_reads_it(core: Core) -> None:
+    """A JSON column of any shape, an old row's NaN, and a number SQLite holds as a number
+    (written by hand, not as JSON text) read the same through the direct path."""
+    chat_id = await _chat(core)
+    shapes = [5, 2.5, "text", [1, "ü", None], {"a": {"b": [True]}}, None, True]
+    async with core.session() as s:
+        for i, env in enumerate(shapes):
+            await direct.execute(s, _INSERT, {**_tour(chat_id, f"t-j{i}"), "env": env})
+        await direct.execute(s, _INSERT, _tour(chat_id, "t-jn"))
+    if core.db.dialect == "sqlite":
+        async with core.session() as s:
+            await s.execute(text("UPDATE tours SET env = 7 WHERE id = 't-jn'"))
+            await s.execute(text("UPDATE tours SET diagnostics = '{\"x\": NaN}' "
+                                 "WHERE id = 't-j0'"))
+    read_env = (select(_tours.c.id, _tours.c.env, _tours.c.diagnostics)
+                .where(_tours.c.chat_id == bindparam("p_chat")).order_by(_tours.c.id))
+    async with core.session() as s:
+        read = [tuple(r) for r in await direct.execute(s, read_env, {"p_chat": chat_id})]
+        through_orm = [tuple(r) for r in (await s.execute(read_env, {"p_chat": chat_id})).all()]
+    assert repr(read) == repr(through_orm)  # NaN != NaN: compared as written out
+    assert [env for _, env, _ in read[:len(shapes)]] == shapes
+    if core.db.dialect == "sqlite":
+        assert read[-1][1] == 7 and repr(read[0][2]) == "{'x': nan}"
 
 
 async def test_a_failed_statement_is_an_integrity_error_and_rolls_back(core: Core) -> None:
