@@ -75,22 +75,22 @@ class EventSink:
         self._writer = writer
         self._now = now
 
-    def can_write_now(self) -> bool:
-        """`write_now` would write at once: a channel offered it, nothing waits in the
-        queue and no batch is being written."""
-        return (self._now is not None and not self._writing and not self._items
-                and not self.closed)
-
-    def write_now(self, batch: Batch) -> None:
-        """Write `batch` at once, from any callback (only when `can_write_now()`). A write
-        its transport made wait keeps the next events queued until it finished."""
+    def write_now(self, batch: Batch) -> bool:
+        """Write `batch` at once, from any callback, when a channel offered a writer for it,
+        nothing waits in the queue and no batch is being written; False (nothing done)
+        otherwise. A write its transport made wait keeps the next events queued until it
+        finished."""
+        now = self._now
+        if now is None or self._writing or self._items or self.closed:
+            return False
         if self.history is not None:
             self.history.extend(batch)
-        pending = self._now(batch)  # type: ignore[misc]
+        pending = now(batch)
         if pending is not None:
             self._writing = True
             self._pending = pending
             pending.add_done_callback(self._written)
+        return True
 
     def _written(self, _: object) -> None:
         self._pending = None

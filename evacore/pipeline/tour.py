@@ -26,10 +26,13 @@ class AbortSignal:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.reason: str | None = None
+        self.fired = False
+        """`fire` was called: what `is_set()` says, read without a call (the fast lane)."""
 
     def fire(self, reason: str = "aborted") -> None:
         if not self._event.is_set():
             self.reason = reason
+            self.fired = True
             self._event.set()
 
     def is_set(self) -> bool:

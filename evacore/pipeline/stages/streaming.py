@@ -61,15 +61,17 @@ class Streaming:
             tap = None  # every text goes through the hooks, or is held back
 
         taken = 0
+        abort = tour.abort
 
         def take(texts: list[str]) -> bool:
             """The fast lane: texts from the network read, written at once, or refused."""
             nonlocal taken
-            if tour.abort.is_set() or not sink.can_write_now():
+            if abort.fired or not sink.write_now(
+                    [("delta", {"text": texts[0]})] if len(texts) == 1
+                    else [("delta", {"text": text}) for text in texts]):
                 return False
             parts.extend(texts)
             taken += len(texts)
-            sink.write_now([("delta", {"text": text}) for text in texts])
             return True
 
         try:
