@@ -37,11 +37,12 @@ def _row(metric: str, value: float | None, unit: str, note: str) -> dict[str, An
 
 
 class _Chats:
-    def __init__(self, url: str, upstream: str, *, max_tokens: int = 2) -> None:
+    def __init__(self, url: str, upstream: str, *, max_tokens: int = 2,
+                 name: str = "bench-chat-length") -> None:
         self.http = httpx.Client(base_url=url + "/v1", timeout=120,
                                  headers={"Authorization": f"Bearer {TOKEN}"})
         r = self.http.post("/connections", json={
-            "name": "bench-chat-length", "kind": "openai-chat", "base_url": upstream,
+            "name": name, "kind": "openai-chat", "base_url": upstream,
             "model": "bench-model", "max_tokens": max_tokens, "context_size": CONTEXT_SIZE})
         r.raise_for_status()
         self.connection = str(r.json()["id"])

@@ -280,3 +280,27 @@ def test_r11_the_native_profile_groups_perfs_libraries() -> None:
     assert shares["libc"] == 6.58 and shares["uvloop"] == 3.79 and shares["sqlite"] == 2.66
     assert round(shares["parsers"], 2) == 3.75
     assert shares["other"] == 0.12
+
+
+def test_r11_the_instruction_counts_read_callgrinds_totals_and_calls() -> None:
+    """bench_instructions reads a dump's total (its `summary:`/`totals:` line) and a
+    function's instructions per call from `callgrind_annotate --tree=caller --inclusive=yes`:
+    the function's own `*` line over the calls of every caller above it; a recursive copy
+    (named with a `'`) is neither the function nor one of its callers."""
+    spec = importlib.util.spec_from_file_location("bench_instructions_parse",
+                                                  BENCH / "bench_instructions.py")
+    assert spec is not None and spec.loader is not None
+    counts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(counts)
+    assert counts.totals("events: Ir\nsummary: 0\nfn=x\n1 5\ntotals: 123456\n") == 123456
+    assert counts.totals("events: Ir\n") == 0
+    annotated = "\n".join([
+        "  9,000 (10.00%)  < /p/llhttp.c:llhttp__on_body (300x) [/x/parser.so]",
+        "  1,000 ( 1.00%)  < /p/parser.c:other_caller (100x) [/x/parser.so]",
+        "    500 ( 0.50%)  < /p/parser.c:parser_cb_on_body'2 (7x) [/x/parser.so]",
+        " 10,000 (11.00%)  *  /p/parser.c:__pyx_f_parser_cb_on_body [/x/parser.so]",
+        "",
+        "  4,000 ( 4.00%)  *  /p/parser.c:__pyx_f_parser_cb_on_body'2 [/x/parser.so]",
+    ])
+    assert counts.inclusive_per_call(annotated, "parser_cb_on_body") == (10_000, 400)
+    assert counts.inclusive_per_call(annotated, "uv_stream_on_read") is None

@@ -1,0 +1,242 @@
+"""What a tour and a token cost in instructions, counted by valgrind's callgrind: the same
+count whether the shared machine is busy or idle, so a change's effect shows here even when
+the timings of the other benchmarks drown it.
+
+The server runs under callgrind with counting off; it is switched on only around the
+measured requests, and the instructions the process spends as long while idle (its pollers
+and heartbeat) are subtracted. Rows: a one-token tour on a fresh chat; a paced token (a
+100-token tour's instructions beyond the one-token tour's, per token); the fast lane's own
+part of a token (httptools' body callback: the upstream's chunk parsed, checked, framed and
+written to the client); the bare relay's instructions per token on the same stream; and
+what each stored message of a long chat adds to a tour. Only the process's own (user-space)
+instructions count: the kernel's system calls are not in these figures.
+
+Must not: bind anything but loopback, download anything, or fail when valgrind is missing (a
+row says so).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _relay_procs as procs
+import httpx
+from bench_chat_length import TOKEN, _Chats, _row
+from bench_cold import FLOOR_BODY, _Target
+
+REPEATS = 1
+"""Instruction counts repeat within about 1 % from run to run: one run is enough."""
+TOURS, QUICK_TOURS = 20, 3
+PER_CHAT = 4
+"""One-token tours per chat: the history stays short."""
+PACED_TOKENS, PACED_DELAY_MS = 100, 5.0
+PACED_TOURS, QUICK_PACED_TOURS = 3, 1
+LONG_FILL, QUICK_LONG_FILL = 150, 10
+"""One-token tours that fill the long chat (two stored messages each)."""
+LONG_TOURS, QUICK_LONG_TOURS = 5, 1
+CALLGRIND = ("--tool=callgrind", "--instr-atstart=no")
+ON_BODY = "parser_cb_on_body"
+"""httptools' body callback: evacore's fast lane runs inside it, once per upstream chunk."""
+STREAM_READ = "__uv_stream_on_read"
+"""uvloop's read callback of a stream: the bare relay's whole token runs inside it."""
+
+
+def _tools() -> tuple[str, str, str] | None:
+    found = tuple(shutil.which(t) for t in ("valgrind", "callgrind_control",
+                                           "callgrind_annotate"))
+    return found if all(found) else None  # type: ignore[return-value]
+
+
+def totals(dump: str) -> int:
+    """The instructions a callgrind dump counted (its `summary:` or `totals:` line)."""
+    found = [int(m.group(1))
+             for m in re.finditer(r"^(?:summary|totals):\s+(\d+)", dump, re.MULTILINE)]
+    return max(found, default=0)
+
+
+def inclusive_per_call(annotated: str, function: str) -> tuple[int, int] | None:
+    """(instructions including callees, calls) of `function` from `callgrind_annotate
+    --tree=caller --inclusive=yes`: its `*` line and the callers' `<` lines above it (a
+    recursive copy, named with a `'`, is left out)."""
+    lines = annotated.splitlines()
+    for i, line in enumerate(lines):
+        if "*  " in line and f"{function} [" in line and "'" not in line.split("[")[0]:
+            total = int(line.split()[0].replace(",", ""))
+            calls = 0
+            for above in reversed(lines[:i]):
+                if "<" not in above:
+                    break
+                m = re.search(r"\(([\d,]+)x\)", above)
+                if m and "'" not in above.split("[")[0]:
+                    calls += int(m.group(1).replace(",", ""))
+            return (total, calls) if calls else None
+    return None
+
+
+class _Counted:
+    """A child process under callgrind; `count(work)` is the instructions `work()` made it
+    spend, its idle instructions over as long subtracted, and the dump's path."""
+
+    def __init__(self, child: procs.Child, control: str, folder: Path) -> None:
+        self.child, self.control, self.folder = child, control, folder
+        self.dumps = 0
+
+    def _toggle(self, on: bool) -> None:
+        subprocess.run([self.control, "-i", "on" if on else "off", str(self.child.pid)],
+                       check=True, capture_output=True, timeout=60)
+
+    def _dump(self) -> Path:
+        subprocess.run([self.control, "-d", str(self.child.pid)], check=True,
+                       capture_output=True, timeout=120)
+        self.dumps += 1
+        path = self.folder / f"cg.out.{self.dumps}"
+        for _ in range(100):
+            if path.exists() and totals(path.read_text(errors="replace")):
+                return path
+            time.sleep(0.1)
+        raise RuntimeError(f"callgrind wrote no dump {path.name}")
+
+    def count(self, work: Callable[[], object]) -> tuple[int, Path]:
+        self._toggle(True)
+        started = time.monotonic()
+        work()
+        took = time.monotonic() - started
+        self._toggle(False)
+        busy = self._dump()
+        self._toggle(True)
+        time.sleep(took)
+        self._toggle(False)
+        idle = self._dump()
+        return (totals(busy.read_text(errors="replace"))
+                - totals(idle.read_text(errors="replace"))), busy
+
+
+def _tours(chats: _Chats, tours: int, chat: str | None = None) -> None:
+    current = chat or chats.new()
+    for i in range(tours):
+        if chat is None and i and i % PER_CHAT == 0:
+            current = chats.new()
+        chats.tour(current)
+
+
+def _per_call(annotate: str, dump: Path, function: str) -> float | None:
+    out = subprocess.run([annotate, "--tree=caller", "--inclusive=yes", "--threshold=100",
+                          str(dump)], capture_output=True, text=True, timeout=300, check=False)
+    found = inclusive_per_call(out.stdout, function)
+    return found[0] / found[1] if found else None
+
+
+def _measure(tools: tuple[str, str, str], quick: bool, folder: Path) -> dict[str, Any]:
+    valgrind, control, annotate = tools
+    prefix = [valgrind, *CALLGRIND]
+    _, load_prefix, _ = procs.pinning()
+    one, one_url = procs.upstream(load_prefix, folder, 1, 0)
+    paced, paced_url = procs.upstream(load_prefix, folder, PACED_TOKENS, PACED_DELAY_MS)
+    children = [one, paced]
+    out: dict[str, Any] = {}
+    try:
+        server, url = procs.server(
+            [*prefix, f"--callgrind-out-file={folder / 'cg.out'}"], folder, TOKEN)
+        children.append(server)
+        counted = _Counted(server, control, folder)
+        chats = _Chats(url, one_url)
+        paced_chats = _Chats(url, paced_url, max_tokens=2 * PACED_TOKENS, name="bench-paced")
+        _tours(chats, 8)
+        _tours(paced_chats, 1)
+        tours = QUICK_TOURS if quick else TOURS
+        spent, _ = counted.count(lambda: _tours(chats, tours))
+        out["tour"] = spent / tours
+        paced_tours = QUICK_PACED_TOURS if quick else PACED_TOURS
+        spent, dump = counted.count(lambda: _tours(paced_chats, paced_tours))
+        out["token"] = (spent / paced_tours - out["tour"]) / (PACED_TOKENS - 1)
+        out["fast_lane"] = _per_call(annotate, dump, ON_BODY)
+        long_chat = chats.new()
+        _tours(chats, QUICK_LONG_FILL if quick else LONG_FILL, long_chat)
+        long_tours = QUICK_LONG_TOURS if quick else LONG_TOURS
+        spent, _ = counted.count(lambda: _tours(chats, long_tours, long_chat))
+        out["long_tour"] = spent / long_tours
+        out["long_messages"] = chats.messages(long_chat)
+        chats.http.close()
+        paced_chats.http.close()
+        server.stop()
+
+        (folder / "floor").mkdir(exist_ok=True)
+        floor, floor_url = procs.floor(
+            [*prefix, f"--callgrind-out-file={folder / 'floor' / 'cg.out'}"], folder, paced_url)
+        children.append(floor)
+        floor_counted = _Counted(floor, control, folder / "floor")
+        with httpx.Client(timeout=300) as http:
+            relay = _Target(http, floor.pid, floor_url + "/v1/chat/completions", FLOOR_BODY)
+            relay.once()
+            spent, dump = floor_counted.count(lambda: [relay.once() for _ in range(paced_tours)])
+        out["floor_token"] = spent / paced_tours / PACED_TOKENS
+        out["floor_read"] = _per_call(annotate, dump, STREAM_READ)
+    finally:
+        for child in reversed(children):
+            child.stop()
+    return out
+
+
+def _k(value: float | None) -> float | None:
+    return None if value is None else round(value / 1000, 1)
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    tools = _tools()
+    if tools is None:
+        return [_row("callgrind", None, "", "valgrind is not installed (Debian's valgrind): "
+                     "no instruction counts")]
+    with tempfile.TemporaryDirectory(prefix="evacore-bench-instructions-") as tmp:
+        m = _measure(tools, quick, Path(tmp))
+    paced = f"{PACED_TOKENS}-token tours, a token every {PACED_DELAY_MS:g} ms"
+    fresh_messages = 2 * PER_CHAT
+    per_message = ((m["long_tour"] - m["tour"]) / (m["long_messages"] - fresh_messages)
+                   if m["long_messages"] > fresh_messages else None)
+    return [
+        _row("tour_instructions_m", round(m["tour"] / 1e6, 2), "M",
+             f"a one-token streamed tour, a new chat every {PER_CHAT}; the process's "
+             "instructions, its idle ones subtracted"),
+        _row("token_instructions_k", _k(m["token"]), "k",
+             f"a paced token: ({paced} - the one-token tour) / {PACED_TOKENS - 1}"),
+        _row("fast_lane_instructions_k", _k(m["fast_lane"]), "k",
+             f"httptools' body callback per call, {paced}: the upstream's chunk parsed, "
+             "checked, framed and written to the client (evacore's fast lane)"),
+        _row("floor_token_instructions_k", _k(m["floor_token"]), "k",
+             f"the bare relay's instructions per token, same stream ({paced})"),
+        _row("floor_read_instructions_k", _k(m["floor_read"]), "k",
+             "the bare relay's read callback per call: a token read and written on"),
+        _row("fast_lane_over_floor_read",
+             round(m["fast_lane"] / m["floor_read"], 1)
+             if m["fast_lane"] and m["floor_read"] else None, "x",
+             "evacore's fast lane over the bare relay's read callback, per token"),
+        _row("long_tour_instructions_m", round(m["long_tour"] / 1e6, 2), "M",
+             f"a one-token tour on a chat of {m['long_messages']} stored messages"),
+        _row("instructions_per_stored_message_k", _k(per_message), "k",
+             f"(the long chat's tour - the fresh chat's) / the messages it holds more "
+             f"(at most {fresh_messages} in the fresh chats)"),
+    ]
+
+
+def explain(rows: list[dict[str, Any]]) -> str:
+    v = {r["metric"]: r["value"] for r in rows}
+    if not isinstance(v.get("tour_instructions_m"), int | float):
+        return ""
+    return (f"A one-token tour costs {v['tour_instructions_m']:g} M instructions of evacore's "
+            f"process and a paced token {v['token_instructions_k']} k, of which the fast lane "
+            f"(the read's callback, from the upstream's chunk to the client's write) is "
+            f"{v['fast_lane_instructions_k']} k; the bare relay spends "
+            f"{v['floor_token_instructions_k']} k a token on the same stream. A stored "
+            f"message adds {v['instructions_per_stored_message_k']} k to every tour of its "
+            "chat (its history read, prompt element, token count, fit and the request's "
+            "JSON). These counts move only when the code does: compare them across commits "
+            "when the timings of the shared machine disagree.")
