@@ -70,7 +70,7 @@ def remember(secrets: Iterable[str | None]) -> None:
     """Make these values known: from now on they are replaced wherever they appear.
     Also their URL-encoded and JSON-escaped forms, and the token after a `Bearer `/`Basic `
     scheme."""
-    global _known_re, _clean_parts
+    global _known_re, _clean
     forms: list[str] = []
     for secret in secrets:
         if not isinstance(secret, str):
@@ -95,7 +95,7 @@ def remember(secrets: Iterable[str | None]) -> None:
         while len(_known) > _MAX_KNOWN:
             _known.popitem(last=False)
         if changed:
-            _clean_parts = {}  # known clean under the secrets known before
+            _clean = _Clean()  # known clean under the secrets known before
             ordered = sorted(_known, key=len, reverse=True)  # longest first: no half masks
             pattern = re.compile("|".join(re.escape(s) for s in ordered))
             _known_re = pattern, _probes(ordered) if len(ordered) <= _MAX_PROBED else None
@@ -166,21 +166,23 @@ def redact_json(value: Any) -> Any:
 
     A large document is scanned in parts: a large list or object whose parts are all small
     (the tool definitions of a provider request, repeated by every tour) is scanned once and
-    then known clean until a new secret is remembered; the rest is scanned as one text. A
-    secret or a shape found anywhere sends the whole document through the one-text scan, so
-    what is masked never depends on the parts."""
+    then known clean until a new secret is remembered, and so are the first parts of a list
+    that begins as one known clean did (a chat's messages, which the next tour's request
+    repeats with one or two more): only its new parts are scanned. The rest is scanned as
+    one text. A secret or a shape found anywhere sends the whole document through the
+    one-text scan, so what is masked never depends on the parts."""
     try:
         raw = orjson.dumps(value)
     except TypeError:
         return redact_value(value)
     if len(raw) >= _SPLIT_AT and isinstance(value, dict | list):
-        seen = _clean_parts
-        fresh: list[bytes] = []
+        clean = _clean
+        found = _Found()
         texts: list[bytes] = []
-        _split(value, raw, seen, fresh, texts, root=True)
+        _split(value, raw, clean, found, texts, root=True)
         text = b"\n".join(texts).decode()
         if redact(text) == text:
-            _keep_clean(seen, fresh)
+            _keep_clean(clean, found)
             return value
     text = raw.decode()
     clean = redact(text)
@@ -190,26 +192,78 @@ def redact_json(value: Any) -> Any:
 _SPLIT_AT = 2048
 """A serialized list or object at least this long is split into its parts."""
 _CLEAN_BYTES = 1 << 20
-_clean_parts: dict[bytes, None] = {}
-"""Serialized lists and objects of small parts found clean under the secrets known now
-(emptied when a new one is remembered); at most `_CLEAN_BYTES` of them, the least
-recently used out first."""
+_CLEAN_LIST_BYTES = 4 << 20
+_CLEAN_LISTS = 256
+"""Lists remembered at most (each a chat's messages, say), and their bytes at most."""
 
 
-def _split(value: dict[str, Any] | list[Any], raw: bytes, seen: dict[bytes, None],
-           fresh: list[bytes], texts: list[bytes], root: bool = False) -> None:
+class _Clean:
+    """What was found clean under the secrets known now (a new one replaces the whole):
+    serialized objects of small parts, and lists of small parts by their serialized text
+    without the closing bracket, with how many parts they hold. The least recently used go
+    first past the limits."""
+
+    def __init__(self) -> None:
+        self.objects: dict[bytes, None] = {}
+        self.lists: dict[bytes, int] = {}
+
+    def has_object(self, raw: bytes) -> bool:
+        if raw not in self.objects:
+            return False
+        self.objects.pop(raw, None)  # the most recently used go last
+        self.objects[raw] = None
+        return True
+
+    def clean_front(self, raw: bytes) -> int:
+        """How many of the first parts of the list serialized as `raw` are known clean: those
+        of the longest-lived list it begins with (its parts followed by `,`), or all of
+        them when it is one."""
+        size = len(raw)
+        for front, parts in reversed(self.lists.items()):
+            n = len(front)
+            if n < size and raw[n] in _NEXT and raw.startswith(front):
+                self.lists.pop(front, None)
+                self.lists[front] = parts
+                return parts
+        return 0
+
+
+_NEXT = (ord(","), ord("]"))
+_clean = _Clean()
+
+
+class _Found:
+    """The containers of small parts a scan went through, to be known clean if it finds
+    nothing: objects whole, lists with their part counts."""
+
+    __slots__ = ("lists", "objects")
+
+    def __init__(self) -> None:
+        self.objects: list[bytes] = []
+        self.lists: list[tuple[bytes, int]] = []
+
+
+def _split(value: dict[str, Any] | list[Any], raw: bytes, clean: _Clean, found: _Found,
+           texts: list[bytes], root: bool = False) -> None:
     """Add to `texts` the serialized parts of `value` to scan (keys included), splitting
-    large ones further; a container of small parts only (not the document itself, which
-    differs every time) is skipped when `seen` holds it as clean, else it goes to `fresh`.
-    No secret or shape spans two JSON tokens (none matches a quote), so scanning the parts
-    finds what scanning `raw` finds."""
-    if not root and raw in seen:  # a container of small parts found clean before
-        seen.pop(raw, None)  # the most recently used go last
-        seen[raw] = None
-        return
+    large ones further. A container of small parts only (not the document itself, which
+    differs every time) is skipped when `clean` knows it, and a list's first parts when
+    `clean` knows a list it begins with; it goes to `found` otherwise. No secret or shape
+    spans two JSON tokens (none matches a quote), so scanning the parts finds what scanning
+    `raw` finds."""
+    start = 0
+    if not root:
+        if isinstance(value, dict):
+            if clean.has_object(raw):
+                return
+        else:
+            start = clean.clean_front(raw)
+            if start >= len(value):
+                return
     parts: list[tuple[Any, bytes]] = []
     split = False
-    pairs = value.items() if isinstance(value, dict) else ((None, item) for item in value)
+    pairs = value.items() if isinstance(value, dict) else (
+        (None, item) for item in (value[start:] if start else value))
     for key, item in pairs:
         if key is not None:  # JSON's keys are strings
             texts.append(orjson.dumps(key))
@@ -218,29 +272,43 @@ def _split(value: dict[str, Any] | list[Any], raw: bytes, seen: dict[bytes, None
         parts.append((item, part))
     if not split:
         if not root:
-            fresh.append(raw)
+            if isinstance(value, dict):
+                found.objects.append(raw)
+            else:
+                found.lists.append((raw[:-1], len(value)))
         texts.extend(part for _, part in parts)
         return
     for item, part in parts:
         if len(part) >= _SPLIT_AT and isinstance(item, dict | list):
-            _split(item, part, seen, fresh, texts)
+            _split(item, part, clean, found, texts)
         else:
             texts.append(part)
 
 
-def _keep_clean(seen: dict[bytes, None], fresh: list[bytes]) -> None:
-    if not fresh:
+def _keep_clean(clean: _Clean, found: _Found) -> None:
+    if not found.objects and not found.lists:
         return
     with _lock:
-        if seen is not _clean_parts:
+        if clean is not _clean:
             return  # a secret was remembered meanwhile: what was scanned is not known clean
-        for part in fresh:
-            seen[part] = None
-        total = sum(len(p) for p in seen)
-        while total > _CLEAN_BYTES and seen:
-            oldest = next(iter(seen))
-            total -= len(oldest)
-            del seen[oldest]
+        for part in found.objects:
+            clean.objects[part] = None
+        _bound(clean.objects, _CLEAN_BYTES, len(clean.objects))
+        for front, parts in found.lists:
+            clean.lists.pop(front, None)
+            clean.lists[front] = parts
+        _bound(clean.lists, _CLEAN_LIST_BYTES, _CLEAN_LISTS)
+
+
+def _bound(kept: dict[bytes, Any], most_bytes: int, most: int) -> None:
+    """Drop the least recently used entries past `most` of them or `most_bytes` in all."""
+    while len(kept) > most:
+        del kept[next(iter(kept))]
+    total = sum(len(k) for k in kept)
+    while total > most_bytes and kept:
+        oldest = next(iter(kept))
+        total -= len(oldest)
+        del kept[oldest]
 
 
 def mask(secret: str | None) -> str | None:

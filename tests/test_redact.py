@@ -161,3 +161,67 @@ def test_a_secret_in_a_key_or_beside_a_clean_part_is_masked() -> None:
     doc = _diagnostics(tools, "Authorization: Bearer abcdef123456")
     assert r.redact_json(doc)["requests"][0]["body"]["messages"][0]["content"] == (
         "Authorization: Bearer ***")
+
+
+def _chat_request(said: list[object]) -> dict[str, object]:
+    """A provider request of a chat whose messages the next tour repeats, one more each."""
+    return {"seed": 7, "requests": [{"url": "http://h/v1/chat/completions", "body": {
+        "tools": _tools(), "messages": [
+            {"role": "user" if i % 2 == 0 else "assistant",
+             "content": f"Message {i}: {text} " + "and some more words of it " * 5}
+            if isinstance(text, str) else text
+            for i, text in enumerate(said)]}}]}
+
+
+def _scanned(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    texts: list[str] = []
+    real = r.redact
+    monkeypatch.setattr(r, "redact", lambda text: texts.append(text) or real(text))
+    return texts
+
+
+def test_a_chats_messages_known_clean_are_not_scanned_again_only_the_new_ones(
+        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    said = [f"line {i}" for i in range(40)]
+    doc = _chat_request(said)
+    assert r.redact_json(doc) is doc
+    scanned = _scanned(monkeypatch)
+    longer = _chat_request([*said, "the newest line"])
+    assert r.redact_json(longer) is longer
+    assert "the newest line" in scanned[0]
+    assert not any(f"Message {i}:" in scanned[0] for i in range(40))
+    assert r.redact_json(_chat_request(said)) is not None  # the same list again: nothing new
+    assert not any(f"Message {i}:" in scanned[-1] for i in range(40))
+    secret = _chat_request([*said, "my key is sk-abcdefgh12345"])
+    masked = r.redact_json(secret)
+    assert masked == _whole_text_scan(secret)
+    assert masked["requests"][0]["body"]["messages"][40]["content"].startswith(
+        "Message 40: my key is sk-***")
+
+
+def test_a_list_is_clean_at_its_front_only_where_whole_parts_repeat() -> None:
+    """A known list's bytes at the front of another are its parts only when a part boundary
+    follows them: `[…, 5` is not the front of `[…, 55, …]`."""
+    said: list[object] = [f"line {i}" for i in range(30)]
+    assert r.redact_json(_chat_request([*said, 5])) is not None
+    doc = _chat_request([*said, 55, "my key is sk-abcdefgh12345"])
+    assert r.redact_json(doc) == _whole_text_scan(doc)
+    assert "sk-abcdefgh12345" not in str(r.redact_json(doc))
+
+
+def test_a_message_known_clean_is_scanned_again_once_a_new_secret_is_known() -> None:
+    said = [f"line {i}" for i in range(10)] + ["it used the value later-secret-5e6f7a"]
+    doc = _chat_request(said)
+    assert r.redact_json(doc) is doc
+    r.remember(["later-secret-5e6f7a"])
+    masked = r.redact_json(_chat_request([*said, "next"]))
+    assert "later-secret-5e6f7a" not in str(masked)
+    assert masked["requests"][0]["body"]["messages"][10]["content"].startswith(
+        "Message 10: it used the value ***")
+
+
+def test_the_lists_known_clean_stay_within_their_bounds() -> None:
+    for chat in range(r._CLEAN_LISTS + 20):
+        r.redact_json(_chat_request([f"chat {chat} line {i}" for i in range(12)]))
+    assert len(r._clean.lists) <= r._CLEAN_LISTS
+    assert sum(len(k) for k in r._clean.lists) <= r._CLEAN_LIST_BYTES
