@@ -170,20 +170,25 @@ def redact_json(value: Any) -> Any:
     that begins as one known clean did (a chat's messages, which the next tour's request
     repeats with one or two more): only its new parts are scanned. The rest is scanned as
     one text. A secret or a shape found anywhere sends the whole document through the
-    one-text scan, so what is masked never depends on the parts."""
+    one-text scan, so what is masked never depends on the parts (a large document is not
+    serialized whole unless that happens)."""
+    if isinstance(value, dict | list):
+        clean = _clean
+        found = _Found()
+        texts: list[bytes] = []
+        try:
+            _split(value, b"", clean, found, texts, root=True)
+        except TypeError:
+            return redact_value(value)
+        if found.size >= _SPLIT_AT:
+            text = b"\n".join(texts).decode()
+            if redact(text) == text:
+                _keep_clean(clean, found)
+                return value
     try:
         raw = orjson.dumps(value)
     except TypeError:
         return redact_value(value)
-    if len(raw) >= _SPLIT_AT and isinstance(value, dict | list):
-        clean = _clean
-        found = _Found()
-        texts: list[bytes] = []
-        _split(value, raw, clean, found, texts, root=True)
-        text = b"\n".join(texts).decode()
-        if redact(text) == text:
-            _keep_clean(clean, found)
-            return value
     text = raw.decode()
     clean = redact(text)
     return value if clean == text else orjson.loads(clean)
@@ -205,10 +210,13 @@ class _Clean:
 
     def __init__(self) -> None:
         self.objects: dict[bytes, None] = {}
+        self.largest = 0
+        """The longest object kept: a longer one (a request, split further) is not looked up,
+        which would hash all its bytes."""
         self.lists: dict[bytes, int] = {}
 
     def has_object(self, raw: bytes) -> bool:
-        if raw not in self.objects:
+        if len(raw) > self.largest or raw not in self.objects:
             return False
         self.objects.pop(raw, None)  # the most recently used go last
         self.objects[raw] = None
@@ -216,8 +224,8 @@ class _Clean:
 
     def clean_front(self, raw: bytes) -> int:
         """How many of the first parts of the list serialized as `raw` are known clean: those
-        of the longest-lived list it begins with (its parts followed by `,`), or all of
-        them when it is one."""
+        of the most recently used known list it begins with (its parts followed by `,`), or
+        all of them when it is one."""
         size = len(raw)
         for front, parts in reversed(self.lists.items()):
             n = len(front)
@@ -236,11 +244,13 @@ class _Found:
     """The containers of small parts a scan went through, to be known clean if it finds
     nothing: objects whole, lists with their part counts."""
 
-    __slots__ = ("lists", "objects")
+    __slots__ = ("lists", "objects", "size")
 
     def __init__(self) -> None:
         self.objects: list[bytes] = []
         self.lists: list[tuple[bytes, int]] = []
+        self.size = 0
+        """The serialized size of the document's parts (its punctuation aside)."""
 
 
 def _split(value: dict[str, Any] | list[Any], raw: bytes, clean: _Clean, found: _Found,
@@ -270,6 +280,8 @@ def _split(value: dict[str, Any] | list[Any], raw: bytes, clean: _Clean, found: 
         part = orjson.dumps(item)
         split = split or (len(part) >= _SPLIT_AT and isinstance(item, dict | list))
         parts.append((item, part))
+    if root:
+        found.size = sum(len(part) for _, part in parts)
     if not split:
         if not root:
             if isinstance(value, dict):
@@ -293,6 +305,7 @@ def _keep_clean(clean: _Clean, found: _Found) -> None:
             return  # a secret was remembered meanwhile: what was scanned is not known clean
         for part in found.objects:
             clean.objects[part] = None
+            clean.largest = max(clean.largest, len(part))
         _bound(clean.objects, _CLEAN_BYTES, len(clean.objects))
         for front, parts in found.lists:
             clean.lists.pop(front, None)
