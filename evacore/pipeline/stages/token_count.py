@@ -1,7 +1,8 @@
 """Stage 6, token counting: count every element with the connection's tokenizer profile (R2.6).
 
 Must not: remove anything (stage 7 does). Counts are cached per (profile, text) in one
-process-wide cache, so recounting after interceptors costs only what changed. Each
+process-wide cache, so recounting after interceptors costs only what changed, and by text for
+the tour (`_tour_counts`): the history other stages counted first is not looked up again. Each
 element's count includes the format's per-message overhead: role markers in chat mode,
 the instruct template's sequences in text mode (whose fixed frame is counted once).
 """
@@ -171,20 +172,50 @@ def _parts(el: Element, frame: Frame = CHAT_FRAME) -> tuple[str, int]:
     return text, extra
 
 
+def _tour_counts(tour: Tour, profile: TokenizerProfile) -> dict[str, int] | None:
+    """This tour's counts by text (the same history is counted by several stages; a lookup
+    here is a fraction of the shared cache's, which hashes each text), for a profile that
+    counts in the process. None for a remote one: its synchronous count is an estimate
+    until the backend answers, and must not stand for the exact one."""
+    if getattr(profile, "known", None) is not None or getattr(profile, "degraded", False):
+        return None
+    counts: dict[str, int] | None = tour.data.get("token_counts")
+    if counts is None:
+        counts = tour.data["token_counts"] = {}
+    return counts
+
+
 def count_text(core: Core, tour: Tour, text: str) -> int:
     """Tokens of one text with this tour's profile (cached; sync)."""
-    return cached_count(core.count_cache, profile_for(core, tour), text)
+    profile = profile_for(core, tour)
+    counts = _tour_counts(tour, profile)
+    if counts is None:
+        return cached_count(core.count_cache, profile, text)
+    found = counts.get(text)
+    if found is None:
+        found = counts[text] = cached_count(core.count_cache, profile, text)
+    return found
 
 
 async def count_elements(core: Core, tour: Tour) -> int:
     """Count elements without a count; returns the prompt's total (frame included)."""
     cache, profile, frame = core.count_cache, profile_for(core, tour), frame_of(tour)
+    counts = _tour_counts(tour, profile)
     total = frame.fixed
+    reused = 0
     for el in tour.prompt:
         if el.tokens is None:
             text, extra = _parts(el, frame)
-            el.tokens = await cached_count_async(cache, profile, text) + extra
+            found = counts.get(text) if counts is not None else None
+            if found is None:
+                found = await cached_count_async(cache, profile, text)
+                if counts is not None:
+                    counts[text] = found
+            else:
+                reused += 1
+            el.tokens = found + extra
         total += el.tokens
+    tour.data["token_counts_reused"] = tour.data.get("token_counts_reused", 0) + reused
     return total
 
 
@@ -194,9 +225,10 @@ class TokenCount:
 
     async def run(self, core: Core, tour: Tour) -> None:
         cache = core.count_cache
-        hits = cache.hits
+        hits, reused = cache.hits, tour.data.get("token_counts_reused", 0)
         frame = tour.data["text_frame"] = await text_frame(core, tour)
         total = await count_elements(core, tour)
         d: dict[str, Any] = tour.diagnostics.setdefault("tokens", {})
-        d.update(prompt=total, elements=len(tour.prompt), cache_hits=cache.hits - hits,
-                 frame=frame.fixed)
+        # counts not made anew: found in the shared cache, or counted earlier in this tour
+        d.update(prompt=total, elements=len(tour.prompt), frame=frame.fixed,
+                 cache_hits=cache.hits - hits + tour.data["token_counts_reused"] - reused)
