@@ -27,9 +27,11 @@ DEFAULT_CHUNK = 0.3
 """History is cut down to `budget − chunk` (70% of the budget by default)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FitItem:
-    """One counted prompt element."""
+    """One counted prompt element (not frozen: one is made per element on every tour that
+    has to fit, and a frozen dataclass takes twice as long to make; `fit` never changes
+    one)."""
 
     id: str
     tokens: int

@@ -163,3 +163,17 @@ def test_r2_7_selection_keeps_what_fitting_everything_keeps(
     assert selected.kept_ids == full.kept_ids
     assert selected.anchor == full.anchor
     assert selected.total_tokens == full.total_tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(prompts())
+def test_r2_7_a_prompt_that_fits_without_a_window_is_kept_whole(
+        case: tuple[list[FitItem], int, float, FitAnchor | None]) -> None:
+    """What stage 7 takes for granted when it skips fitting: with no window held from an
+    earlier cut and every token within the budget, nothing goes and no window starts."""
+    items, _, chunk, _ = case
+    total = sum(item.tokens for item in items)
+    result = fit(items, total, chunk=chunk, anchor=None)
+    assert result.removed == [] and result.anchor == FitAnchor(None) and not result.cut
+    assert result.total_tokens == total
+    assert result.kept_ids == [item.id for item in sorted(items, key=lambda i: i.order)]

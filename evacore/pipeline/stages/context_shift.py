@@ -31,9 +31,13 @@ async def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget"
     """Fit the prompt; removes what must go (recorded) and returns what was removed.
     Elements without a count are counted first through the profile's async path (a
     remote tokenizer is asked, not estimated)."""
-    await count_elements(core, tour)
+    total = await count_elements(core, tour)
     state = tour.data["chat"]["state"]
     anchor = FitAnchor.from_dict(state.get("fit_anchor"))
+    if anchor.window_start is None and total <= budget_of(tour):
+        # everything fits and no earlier cut holds a window: `fit` would keep it all as it
+        # is (a long chat's prompt, most tours, without an item made per element)
+        return _fitted(tour, [], anchor, total)
     items = []
     for i, el in enumerate(tour.prompt):
         kind = el.kind if el.kind in _REMOVABLE or el.protected else "other"
@@ -57,14 +61,20 @@ async def fit_prompt(core: Core, tour: Tour, *, reason: str = "budget"
         if r.id in tour.prompt:
             tour.prompt.remove(r.id, reason=f"{reason}: {r.reason}")
         removed.append({"id": r.id, "kind": r.kind, "tokens": r.tokens, "reason": r.reason})
-    state["fit_anchor"] = result.anchor.to_dict()
+    return _fitted(tour, removed, result.anchor, result.total_tokens)
+
+
+def _fitted(tour: Tour, removed: list[dict[str, Any]], anchor: FitAnchor, total: int
+            ) -> list[dict[str, Any]]:
+    """Keep what fitting decided in the chat's state and the diagnostics; `removed` back."""
+    state = tour.data["chat"]["state"]
+    state["fit_anchor"] = anchor.to_dict()
     kept = [int(el.meta["position"]) for el in tour.prompt
             if el.kind in ("history", "input") and el.meta.get("position") is not None]
     # `{{firstIncludedMessageId}}` of the next tour (SillyTavern reads the previous
     # generation's context boundary too)
     state["first_included_message_id"] = min(kept) if kept else None
-    tour.diagnostics.setdefault("tokens", {}).update(
-        budget=budget_of(tour), fitted=result.total_tokens)
+    tour.diagnostics.setdefault("tokens", {}).update(budget=budget_of(tour), fitted=total)
     return removed
 
 
