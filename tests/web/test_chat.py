@@ -120,7 +120,8 @@ def test_r14_4_stop_closes_the_upstream_request(page: Page, evacore: Evacore) ->
     assert "word39" not in (stored[-1]["content"] if stored[-1]["role"] == "assistant" else "")
 
 
-def test_r14_4_regenerate_and_switch_variants(page: Page, evacore: Evacore) -> None:
+def _answer_twice(page: Page, evacore: Evacore) -> str:
+    """A new chat whose one answer has two variants (the second regenerated, active)."""
     sign_in(page, evacore)
     chat_id = new_chat(page, evacore)
     evacore.fake.script.reply("The first answer.").reply("The second answer.")
@@ -130,6 +131,11 @@ def test_r14_4_regenerate_and_switch_variants(page: Page, evacore: Evacore) -> N
     page.get_by_role("button", name="Regenerate").click()
     expect(assistant(page)).to_contain_text("The second answer.")
     expect(assistant(page)).to_contain_text("2/2")
+    return chat_id
+
+
+def test_r14_4_regenerate_and_switch_variants(page: Page, evacore: Evacore) -> None:
+    chat_id = _answer_twice(page, evacore)
     expect(page.locator('article[data-role="assistant"]')).to_have_count(1)
 
     page.get_by_role("button", name="Previous variant").click()
@@ -151,14 +157,7 @@ def test_r14_4_the_last_answer_keeps_its_actions_when_a_system_note_follows(
     """R14.4: the last assistant message offers its buttons even when a system message comes
     after it; what only works at the chat's end is disabled and says why, the variants
     still switch, and `Answer` answers after the note."""
-    sign_in(page, evacore)
-    chat_id = new_chat(page, evacore)
-    evacore.fake.script.reply("The first answer.").reply("The second answer.")
-    page.get_by_role("textbox", name="Message").fill("hello")
-    page.get_by_role("button", name="Send").click()
-    expect(assistant(page)).to_contain_text("The first answer.")
-    page.get_by_role("button", name="Regenerate").click()
-    expect(assistant(page)).to_contain_text("2/2")
+    chat_id = _answer_twice(page, evacore)
     note = evacore.api.post(f"/v1/chats/{chat_id}/messages",
                             json={"role": "system", "content": "The night falls."})
     assert note.status_code == 201, note.text
