@@ -216,10 +216,13 @@ class _Clean:
         self.lists: dict[bytes, int] = {}
 
     def has_object(self, raw: bytes) -> bool:
-        if len(raw) > self.largest or raw not in self.objects:
+        if len(raw) > self.largest:
             return False
-        self.objects.pop(raw, None)  # the most recently used go last
-        self.objects[raw] = None
+        with _lock:  # `_keep_clean` may be counting the objects' bytes in another thread
+            if raw not in self.objects:
+                return False
+            self.objects.pop(raw, None)  # the most recently used go last
+            self.objects[raw] = None
         return True
 
     def clean_front(self, raw: bytes) -> int:
@@ -227,12 +230,13 @@ class _Clean:
         of the most recently used known list it begins with (its parts followed by `,`), or
         all of them when it is one."""
         size = len(raw)
-        for front, parts in reversed(self.lists.items()):
-            n = len(front)
-            if n < size and raw[n] in _NEXT and raw.startswith(front):
-                self.lists.pop(front, None)
-                self.lists[front] = parts
-                return parts
+        with _lock:  # another thread's scan may reorder the lists meanwhile
+            for front, parts in reversed(self.lists.items()):
+                n = len(front)
+                if n < size and raw[n] in _NEXT and raw.startswith(front):
+                    self.lists.pop(front, None)
+                    self.lists[front] = parts
+                    return parts
         return 0
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import pytest
 
 from evacore import redact as r
@@ -225,3 +228,31 @@ def test_the_lists_known_clean_stay_within_their_bounds() -> None:
         r.redact_json(_chat_request([f"chat {chat} line {i}" for i in range(12)]))
     assert len(r._clean.lists) <= r._CLEAN_LISTS
     assert sum(len(k) for k in r._clean.lists) <= r._CLEAN_LIST_BYTES
+
+
+def test_scans_in_several_threads_at_once_do_not_trip_over_each_other() -> None:
+    """Lists found clean are reordered as they are used: a scan in one thread must not fail
+    while another one's changes them (a log line can be redacted off the event loop)."""
+    errors: list[str] = []
+
+    def scan(thread: int) -> None:
+        try:
+            for i in range(300):
+                said = [f"thread {thread} chat {i % 7} line {j} " + "word " * 20
+                        for j in range(20 + i % 5)]
+                r.redact_json({"requests": [{"body": {"messages": [
+                    {"role": "user", "content": s} for s in said]}}]})
+        except Exception as exc:  # noqa: BLE001 - what the test looks for
+            errors.append(repr(exc))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        threads = [threading.Thread(target=scan, args=(t,)) for t in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
