@@ -36,7 +36,7 @@ class AbortSignal:
             self._event.set()
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self.fired
 
     @property
     def event(self) -> asyncio.Event:

@@ -140,10 +140,10 @@ export function ChatPane({ chatId, title, onActivity, onInspect }) {
 
   const list = messages || [];
   const lastIndex = list.length - 1;
-  const endsWithAnswer = lastIndex >= 0 && list[lastIndex].role === "assistant";
   // the last answer keeps its actions when messages follow it (a system note, say); what
   // only works on the chat's end (a new variant, continue, regenerate) is then disabled
-  const lastAnswer = list.map((m) => m.role).lastIndexOf("assistant");
+  const lastAnswer = list.findLastIndex((m) => m.role === "assistant");
+  const endsWithAnswer = lastIndex >= 0 && lastAnswer === lastIndex;
   const streaming = stream && html`<${StreamingArticle} key="streaming" name=${stream.name}
     initial=${stream.initial} held=${stream.held} tools=${stream.tools} onView=${onView} />`;
   return html`<section class="chat" aria-label=${title || "Chat"}>
