@@ -164,6 +164,11 @@ class EventSink:
         """Keep every event in `history` too (tests, the CLI demo)."""
         self.history = []
 
+    def queued(self) -> Batch:
+        """The events emitted that no reader has taken yet, in order (a channel that frames
+        what it takes knows what its client will get: what it framed, then these)."""
+        return [(item[0], item[1]) for item in self._items if item is not _END]
+
     def _took(self, size: int) -> None:
         self.queued_bytes -= size
         if self.queued_bytes < self.max_bytes // 2:

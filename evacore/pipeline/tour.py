@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +101,9 @@ class Tour:
     status: str = "running"
     error: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
+    save_hooks: list[Callable[[Any, Tour], Awaitable[None]]] = field(default_factory=list)
+    """A channel's writes for this tour's save transaction (stage 14): each awaited as
+    `(session, tour)` after the core's own save hooks, in the same transaction."""
 
     @property
     def rng(self) -> random.Random:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select, update
+from sqlalchemy import Select, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
@@ -68,6 +68,7 @@ _REBIND = (update(ChatBinding.__table__)
            .values(scope=bindparam("p_scope"), full_digest=bindparam("p_full"),
                    turn_digest=bindparam("p_turn"), updated_at=bindparam("p_at"))
            .returning(ChatBinding.__table__.c.chat_id))
+_FIRST_BIND = insert(ChatBinding.__table__)
 
 
 async def bind(session: AsyncSession, chat_id: str, scope: str, *, full: str,
@@ -78,6 +79,6 @@ async def bind(session: AsyncSession, chat_id: str, scope: str, *, full: str,
     done = await direct.execute(session, _REBIND, {
         "p_chat_id": chat_id, "p_scope": scope, "p_full": full, "p_turn": turn, "p_at": now})
     if not done:
-        session.add(ChatBinding(chat_id=chat_id, scope=scope, full_digest=full,
-                                turn_digest=turn, updated_at=now))
-        await session.flush()
+        await direct.execute(session, _FIRST_BIND, {
+            "chat_id": chat_id, "scope": scope, "full_digest": full, "turn_digest": turn,
+            "updated_at": now})

@@ -153,10 +153,18 @@ async def _new_chat(s: AsyncSession, who: Identity, target: Target,
     return chat
 
 
+def seen_digest(conv: Conversation, answer: Turn | None) -> str:
+    """The digest of what the client has seen: its conversation plus the answer (or, after a
+    failure, without one)."""
+    return digest([*conv.turns, answer] if answer is not None else conv.turns)
+
+
 async def record(core: Core, plan: Plan, conv: Conversation, answer: Turn | None) -> None:
-    """Remember what the client has now seen of the chat: its conversation plus the answer
-    (or, after a failure, without one), so its next request finds the chat."""
-    seen = [*conv.turns, answer] if answer is not None else conv.turns
+    """Remember what the client has now seen of the chat, so its next request finds it."""
     async with core.session() as s:
-        await bindings.bind(s, plan.chat_id, plan.scope, full=digest(seen),
-                            turn=digest(conv.turns))
+        await record_in(s, plan, conv, seen_digest(conv, answer))
+
+
+async def record_in(s: AsyncSession, plan: Plan, conv: Conversation, seen: str) -> None:
+    """`record` in the caller's transaction (the tour's save), `seen` from `seen_digest`."""
+    await bindings.bind(s, plan.chat_id, plan.scope, full=seen, turn=digest(conv.turns))

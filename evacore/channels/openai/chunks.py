@@ -105,6 +105,18 @@ class ChunkWriter:
     def content(self) -> str:
         return "".join(self.text)
 
+    def seen_with(self, batch: list[tuple[str, dict[str, Any]]]
+                  ) -> tuple[str, list[dict[str, Any]]]:
+        """The text and the client's tool calls it has once `batch` is written too (what
+        `events` would add, nothing changed)."""
+        text, calls = list(self.text), list(self.tool_calls)
+        for name, data in batch:
+            if name == "delta":
+                text.append(data.get("text") or "")
+            elif name == "tool_call" and data.get("name") in self.external:
+                calls.append(data)
+        return "".join(text), calls
+
 
 def completion(*, completion_id: str, model: str, content: str,
                tool_calls: list[dict[str, Any]], reason: str | None,

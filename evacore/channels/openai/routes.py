@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import APIRouter, Request
@@ -44,6 +44,9 @@ from evacore.pipeline.request import TourRequest, check_request
 from evacore.pipeline.tour import Tour
 from evacore.store.db import refuses_nul
 from evacore.store.users import identify
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 log = get_logger(__name__)
 CHAT_HEADER = "X-Evacore-Chat"
@@ -191,12 +194,36 @@ class Answer:
         self.writer = ChunkWriter(completion_id=f"chatcmpl-{running.id}", model=body.model,
                                   include_usage=body.include_usage, external=external)
         self.model = body.model
+        self.streaming = bool(body.stream)
         self.recorded = False
+        self.saved_seen: str | None = None
+        """The binding's digest written with the tour's answer (`_bind_with_answer`)."""
+        running.tour.save_hooks.append(self._bind_with_answer)
+
+    async def _bind_with_answer(self, s: AsyncSession, tour: Tour) -> None:
+        """Stage 14: the binding goes into the answer's own transaction, for the answer the
+        client is getting: what the writer framed and what still waits for it (streamed), or
+        the whole answer. `remember` writes it again only if what the client got differs."""
+        if tour.status != "completed":
+            return
+        if self.streaming:
+            content, calls = self.writer.seen_with(tour.events.queued())
+        else:
+            content, calls = answer_of(tour)
+        seen = binding.seen_digest(self.conv, turn_of(content, calls))
+        await binding.record_in(s, self.plan, self.conv, seen)
+        self.saved_seen = seen
 
     async def remember(self, answer: Turn | None) -> None:
-        if not self.recorded:
-            self.recorded = True
-            await binding.record(self.core, self.plan, self.conv, answer)
+        if self.recorded:
+            return
+        self.recorded = True
+        tour = self.running.tour
+        if (self.saved_seen is not None and "save_problem" not in tour.diagnostics
+                and tour.data.get("saved") is not None
+                and self.saved_seen == binding.seen_digest(self.conv, answer)):
+            return  # written with the answer, and what the client got is what it says
+        await binding.record(self.core, self.plan, self.conv, answer)
 
     def remember_later(self) -> None:
         """After a client left: the binding is written once the tour has saved what it had."""

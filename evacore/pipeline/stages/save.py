@@ -131,9 +131,12 @@ async def _store_answer(s: AsyncSession, tour: Tour, status: str, *, diagnostics
 
 
 async def _store_extras(core: Core, s: AsyncSession, tour: Tour) -> None:
-    """Records other packages keep per tour (rule firings …), in the same transaction."""
+    """Records other packages keep per tour (rule firings …) and the tour's own channel
+    writes, in the same transaction."""
     for writer in core.save_hooks:
         await writer(s, tour)
+    for write in tour.save_hooks:
+        await write(s, tour)
 
 
 def diagnostics_of(tour: Tour) -> dict[str, Any]:

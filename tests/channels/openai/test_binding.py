@@ -4,11 +4,17 @@ names the chat; chats are matched among one caller's own only."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import httpx
 import openai
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import event
 
+from evacore.core import Core
 from tests.channels.openai.conftest import add_character, messages, sdk, sent_messages
 from tests.conftest import make_user
 from tests.fakes.upstream import FakeUpstream
@@ -171,3 +177,59 @@ async def test_r14_1_a_chat_named_with_another_model_stays_bound_to_its_own(
         {"role": "user", "content": "Q2"}, {"role": "assistant", "content": "Still Orla."},
         {"role": "user", "content": "Q3"}])
     assert again.headers["x-evacore-chat"] == orla
+
+
+@contextmanager
+def transactions(core: Core) -> Iterator[list[list[str]]]:
+    """The statements run meanwhile, one list per transaction (a new one after each commit),
+    but the abort poll's (it runs by the clock)."""
+    seen: list[list[str]] = [[]]
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        text = " ".join(statement.split()).upper()
+        if not (text.startswith("SELECT TOURS.ID") and "ABORT_REQUESTED" in text):
+            seen[-1].append(text)
+
+    def commit(_conn: Any) -> None:
+        seen.append([])
+
+    engine = core.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", note)
+    event.listen(engine, "commit", commit)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+        event.remove(engine, "commit", commit)
+
+
+@pytest.mark.parametrize("paced", [False, True])
+async def test_r14_1_a_streamed_answer_is_bound_in_the_transaction_that_saves_it(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, core: Core, upstream: FakeUpstream,
+    paced: bool
+) -> None:
+    """The binding costs no transaction of its own: it goes in with the answer (also when
+    tokens came paced, most of them written from the network read), and the streamed
+    conversation still finds its chat."""
+    words = " ".join(f"w{i}" for i in range(30))
+    upstream.script.reply("Warm.").reply(words, token_delay=0.003 if paced else 0.0)
+    _, chat, _ = await ask(oai, [{"role": "user", "content": "Warm up."}])
+    convo = [{"role": "user", "content": "Warm up."}, {"role": "assistant", "content": "Warm."},
+             {"role": "user", "content": "Count."}]
+    with transactions(core) as seen:
+        async with oai.chat.completions.with_streaming_response.create(
+                model="@up", messages=convo, stream=True) as response:
+            got = "".join([c.choices[0].delta.content or ""
+                           async for c in await response.parse()])
+            assert response.headers["x-evacore-chat"] == chat
+    assert got == words
+    binds = [i for i, tx in enumerate(seen)
+             if any(s.startswith(("UPDATE CHAT_BINDINGS", "INSERT INTO CHAT_BINDINGS"))
+                    for s in tx)]
+    assert len(binds) == 1, seen
+    assert any(s.startswith("INSERT INTO VARIANTS") for s in seen[binds[0]]), seen
+    upstream.script.reply("Thirty.")
+    answer, chat2, _ = await ask(oai, [*convo, {"role": "assistant", "content": got},
+                                       {"role": "user", "content": "How many?"}])
+    assert (chat2, answer) == (chat, "Thirty.")
+    assert len(await messages(client, chat)) == 6

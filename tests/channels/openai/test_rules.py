@@ -64,7 +64,16 @@ async def test_r14_1_the_sdk_stream_shows_only_the_kept_answer(
     oai: openai.AsyncOpenAI, upstream: FakeUpstream, hard_rule: None
 ) -> None:
     upstream.script.reply(DISCARDED).reply(KEPT)
-    stream = await oai.chat.completions.create(
+    raw = await oai.chat.completions.with_raw_response.create(
         model="@up", messages=[{"role": "user", "content": "Again."}], stream=True)
+    first_chat = raw.headers["x-evacore-chat"]
+    stream = raw.parse()
     text = "".join([c.choices[0].delta.content or "" async for c in stream])
     assert text == KEPT
+    # what the client got is what its chat is found by: the discarded draft is not
+    upstream.script.reply("Glad to hear.")
+    raw = await oai.chat.completions.with_raw_response.create(model="@up", messages=[
+        {"role": "user", "content": "Again."}, {"role": "assistant", "content": KEPT},
+        {"role": "user", "content": "Good."}])
+    assert raw.parse().choices[0].message.content == "Glad to hear."
+    assert raw.headers["x-evacore-chat"] == first_chat
