@@ -249,8 +249,8 @@ def _facade(rows: list[dict[str, Any]]) -> list[str]:
             f"{s1:.0f} µs: {ffixed:.1f} ms fixed per tour against {fixed:.1f} ms, and "
             f"{fextra:.1f} µs against {extra:.1f} µs per burst token. Per tour the facade "
             "adds the chat lookup before the tour (one pre-built statement for a named chat, "
-            "two for a matched one) and the binding written after it, in a session of its "
-            "own each; per "
+            "two for a matched one) in a session of its own, and the binding, one statement "
+            "in the transaction that saves the answer (two for a chat's first answer); per "
             "token it writes an OpenAI chunk where generate writes a short `delta` event.")
     return [text]
 
