@@ -76,16 +76,21 @@ class EventSink:
         self._now = now
 
     def write_now(self, batch: Batch) -> bool:
-        """Write `batch` at once, from any callback, when a channel offered a writer for it,
-        nothing waits in the queue and no batch is being written; False (nothing done)
-        otherwise. A write its transport made wait keeps the next events queued until it
-        finished."""
+        """Write `batch` at once, from any callback, when a channel offered a writer for it
+        and no batch is being written; False (nothing done) otherwise. Deltas queued for the
+        reader and not yet taken (a burst it has not woken for) go first, in the same write:
+        under load the reader's wake-up comes late, and every token meanwhile would wait for
+        it. Any other event queued keeps the batch off (the reader handles it). A write its
+        transport made wait keeps the next events queued until it finished."""
         now = self._now
-        if now is None or self._writing or self._items or self.closed:
+        if now is None or self._writing or self.closed:
+            return False
+        queued = self._take_deltas() if self._items else None
+        if self._items:
             return False
         if self.history is not None:
             self.history.extend(batch)
-        pending = now(batch)
+        pending = now(queued + batch if queued else batch)
         if pending is not None:
             self._writing = True
             self._pending = pending
@@ -95,6 +100,20 @@ class EventSink:
     def _written(self, _: object) -> None:
         self._pending = None
         self._writing = False
+
+    def _take_deltas(self) -> Batch | None:
+        """Every queued event, taken off the queue for the caller to write ahead of its own,
+        when they are all deltas and one reader waits for them (a burst the reader has not
+        woken for yet); None (nothing taken) otherwise: the reader writes what it frames."""
+        items = self._items
+        if self._readers != 1 or any(item is _END or item[0] != "delta" for item in items):
+            return None
+        taken = [(item[0], item[1]) for item in items]
+        size = sum(item[2] for item in items)
+        items.clear()
+        self.pending_since = 0.0
+        self._took(size)
+        return taken
 
     async def relay(self, name: str, data: dict[str, Any]) -> bool:
         """Write one event through the channel's writer when it can go now, in order (the

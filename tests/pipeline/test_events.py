@@ -96,3 +96,50 @@ async def test_r12_4_iteration_one_by_one_also_releases() -> None:
     sink.close()
     await asyncio.wait_for(task, 2)
     assert got.count("delta") == 40 and sink.waits > 0
+
+
+async def _reading(sink: EventSink) -> tuple[AsyncGenerator[Any], asyncio.Future[Any]]:
+    """A reader that took its first batch and now waits for the next one (parked)."""
+    reader = await _attached(sink)
+    waiting = asyncio.ensure_future(anext(reader))
+    await asyncio.sleep(0)  # it asks for the next batch and parks
+    return reader, waiting
+
+
+async def test_r12_4_a_fast_write_takes_the_deltas_the_reader_has_not_woken_for() -> None:
+    """Deltas queued for a reader that has not run yet go out ahead of the fast lane's
+    batch, in one write and in order; the reader then finds nothing of them (no token is
+    written twice or held back for its wake-up)."""
+    sink = EventSink()
+    sink.record()
+    written: list[list[tuple[str, dict[str, Any]]]] = []
+    sink.write_through(None, lambda batch: written.append(batch))  # type: ignore[arg-type,func-returns-value]
+    reader, waiting = await _reading(sink)
+    sink.emit("delta", {"text": "a"})
+    sink.emit("delta", {"text": "b"})
+    assert sink.queued_bytes > 0
+    assert sink.write_now([("delta", {"text": "c"})])
+    assert written == [[("delta", {"text": "a"}), ("delta", {"text": "b"}),
+                        ("delta", {"text": "c"})]]
+    assert sink.queued() == [] and sink.queued_bytes == 0
+    assert [d.get("text") for n, d in sink.history or [] if n == "delta"] == ["a", "b", "c"]
+    sink.emit("done", {})
+    sink.close()
+    assert [name for name, _ in await waiting] == ["done"]  # the deltas are not read again
+    await reader.aclose()
+
+
+@pytest.mark.parametrize("queued", ["tool_call", "error"])
+async def test_r12_4_a_fast_write_waits_behind_any_other_queued_event(queued: str) -> None:
+    """An event that is not a delta stays the reader's to handle (a channel may end its
+    stream on it): the fast lane then refuses, and nothing queued is taken."""
+    sink = EventSink()
+    written: list[Any] = []
+    sink.write_through(None, lambda batch: written.append(batch))  # type: ignore[arg-type,func-returns-value]
+    reader, waiting = await _reading(sink)
+    sink.emit("delta", {"text": "a"})
+    sink.emit(queued, {"name": "x"})
+    assert not sink.write_now([("delta", {"text": "b"})])
+    assert written == [] and [n for n, _ in sink.queued()] == ["delta", queued]
+    assert [n for n, _ in await waiting] == ["delta", queued]
+    await reader.aclose()
