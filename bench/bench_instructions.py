@@ -7,7 +7,8 @@ measured requests, and the instructions the process spends as long while idle (i
 and heartbeat) are subtracted. Rows: a one-token tour on a fresh chat; the fast lane's part
 of a paced token (httptools' body callback: the upstream's chunk parsed, checked, framed and
 written to the client); the bare relay's instructions per token on the same stream; and
-what each stored message of a long chat adds to a tour. A paced token's whole-process count
+what each stored message of a long chat adds to a tour; the same one-token tour through the
+OpenAI-compatible facade. A paced token's whole-process count
 is left out: the abort poll runs by the clock while a tour runs, and callgrind stretches a
 paced tour's clock by how busy the machine is (it moved by a third between runs). Only the process's own (user-space)
 instructions count: the kernel's system calls are not in these figures.
@@ -32,6 +33,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _relay_procs as procs
 import httpx
+import orjson
 from bench_chat_length import TOKEN, _Chats, _row
 from bench_cold import FLOOR_BODY, _Target
 
@@ -133,6 +135,35 @@ def _tours(chats: _Chats, tours: int, chat: str | None = None) -> None:
         chats.tour(current)
 
 
+class _Facade:
+    """One-token tours through the OpenAI-compatible facade on chats of `chats`' connection
+    (named by `X-Evacore-Chat`), a new chat every `PER_CHAT`, each request the whole
+    conversation so far as a client sends it."""
+
+    def __init__(self, chats: _Chats) -> None:
+        self.chats = chats
+        self.model = "@" + str(chats.http.get(f"/connections/{chats.connection}").json()["name"])
+        self.done = 0
+        self.chat = ""
+        self.messages: list[dict[str, str]] = []
+
+    def tours(self, count: int) -> None:
+        for _ in range(count):
+            if self.done % PER_CHAT == 0:
+                self.chat, self.messages = self.chats.new(), []
+            self.messages.append({"role": "user", "content": f"Turn {self.done}."})
+            r = self.chats.http.post(
+                "/chat/completions", headers={"X-Evacore-Chat": self.chat},
+                json={"model": self.model, "messages": self.messages, "stream": True})
+            r.raise_for_status()
+            text = "".join(
+                choice["delta"].get("content") or ""
+                for line in r.text.splitlines() if line.startswith("data: {")
+                for choice in orjson.loads(line[6:])["choices"])
+            self.messages.append({"role": "assistant", "content": text})
+            self.done += 1
+
+
 def _per_call(annotate: str, dump: Path, function: str) -> float | None:
     out = subprocess.run([annotate, "--tree=caller", "--inclusive=yes", "--threshold=100",
                           str(dump)], capture_output=True, text=True, timeout=300, check=False)
@@ -160,6 +191,10 @@ def _measure(tools: tuple[str, str, str], quick: bool, folder: Path) -> dict[str
         tours = QUICK_TOURS if quick else TOURS
         spent, _ = counted.count(lambda: _tours(chats, tours))
         out["tour"] = spent / tours
+        facade = _Facade(chats)
+        facade.tours(PER_CHAT)
+        spent, _ = counted.count(lambda: facade.tours(tours))
+        out["facade_tour"] = spent / tours
         paced_tours = QUICK_PACED_TOURS if quick else PACED_TOURS
         _, dump = counted.count(lambda: _tours(paced_chats, paced_tours))
         out["fast_lane"] = _per_call(annotate, dump, ON_BODY)
@@ -210,6 +245,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              f"a one-token streamed tour, a new chat every {PER_CHAT}; the process's "
              "instructions, its idle ones subtracted (the abort poll that runs while tours "
              "run is not: about 3 % between runs)"),
+        _row("facade_tour_instructions_m", round(m["facade_tour"] / 1e6, 2), "M",
+             "the same tour through the OpenAI-compatible facade (`POST /v1/chat/completions`"
+             ", the chat named by `X-Evacore-Chat`, the whole conversation sent each time)"),
+        _row("facade_over_tour", round(m["facade_tour"] / m["tour"], 3), "x",
+             "the facade's tour over generate's, same run: the chat lookup, the binding and "
+             "OpenAI's chunks"),
         _row("fast_lane_instructions_k", _k(m["fast_lane"]), "k",
              f"httptools' body callback per call, {paced}: the upstream's chunk parsed, "
              "checked, framed and written to the client (evacore's fast lane)"),
@@ -234,7 +275,8 @@ def explain(rows: list[dict[str, Any]]) -> str:
     if not isinstance(v.get("tour_instructions_m"), int | float):
         return ""
     return (f"A one-token tour costs {v['tour_instructions_m']:g} M instructions of evacore's "
-            f"process, and a paced token's fast lane (the read's callback, from the upstream's "
+            f"process ({v.get('facade_tour_instructions_m')} M through the OpenAI-compatible "
+            f"facade), and a paced token's fast lane (the read's callback, from the upstream's "
             f"chunk to the client's write) {v['fast_lane_instructions_k']} k; the bare relay "
             f"spends "
             f"{v['floor_token_instructions_k']} k a token on the same stream. A stored "
