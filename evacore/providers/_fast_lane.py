@@ -29,7 +29,7 @@ class FastLane:
     """One streamed attempt's fast lane: the consumer's tap, the adapter's parse, and the
     deadline clock each taken token moves (`token`)."""
 
-    __slots__ = ("closed", "fast_text", "model", "tap", "token")
+    __slots__ = ("closed", "fast_text", "model", "state", "tap", "token")
 
     def __init__(self, tap: TextTap, fast_text: FastText, token: Callable[[], None]) -> None:
         self.tap = tap
@@ -38,6 +38,8 @@ class FastLane:
         self.closed = False
         self.model: str | None = None
         """The model name the ordinary path saw last: a chunk naming another is left to it."""
+        self.state: object = None
+        """What the adapter's `fast_text` keeps of this stream (`_chunk_template.py`)."""
 
     def close(self) -> None:
         """Nothing more is taken (the answer finished: what follows is drained unread)."""

@@ -14,6 +14,7 @@ import httpx
 import orjson
 
 from evacore.errors import ProviderConnectionError, ProviderHTTPError
+from evacore.providers._chunk_template import templated
 from evacore.providers._fast_lane import FastLane
 from evacore.providers._sse import SSEEvent, parse_json_object
 from evacore.providers._transport import http_error, label
@@ -254,8 +255,8 @@ def _fast_choice(data: str, lane: FastLane) -> dict[str, Any] | None:
     return choice
 
 
-def fast_chat_text(data: str, lane: FastLane) -> str | None:
-    """A chat chunk's content when that is all it brings (the fast lane's parse)."""
+def _chat_text(data: str, lane: FastLane) -> str | None:
+    """A chat chunk's content when that is all it brings (the fast lane's whole parse)."""
     choice = _fast_choice(data, lane)
     if choice is None:
         return None
@@ -267,10 +268,16 @@ def fast_chat_text(data: str, lane: FastLane) -> str | None:
     return content if type(content) is str and content else None
 
 
-def fast_completion_text(data: str, lane: FastLane) -> str | None:
-    """A completions chunk's text when that is all it brings (the fast lane's parse)."""
+def _completion_text(data: str, lane: FastLane) -> str | None:
+    """A completions chunk's text when that is all it brings (the fast lane's whole parse)."""
     choice = _fast_choice(data, lane)
     if choice is None:
         return None
     text = choice.get("text")
     return text if type(text) is str and text else None
+
+
+fast_chat_text = templated(_chat_text)
+"""A chat chunk's content when that is all it brings (the fast lane's parse)."""
+fast_completion_text = templated(_completion_text)
+"""A completions chunk's text when that is all it brings (the fast lane's parse)."""

@@ -1,0 +1,88 @@
+"""The fast lane's template parse (`_chunk_template.py`): once a stream's text chunk has
+passed the whole parse, chunks shaped the same are read from their text alone, and every
+chunk reads exactly as the whole parse reads it, whatever its text or shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evacore.providers import _openai_wire as wire
+from evacore.providers._chunk_template import LEARN_TRIES, Template, templated
+from evacore.providers._fast_lane import FastLane
+
+
+def _lane(model: str | None = "m1") -> FastLane:
+    lane = FastLane(tap=None, fast_text=wire.fast_chat_text, token=lambda: None)  # type: ignore[arg-type]
+    lane.model = model
+    return lane
+
+
+def _chunk(text: Any, *, model: str = "m1", cid: str = "chatcmpl-1", **delta: Any) -> str:
+    return orjson.dumps({
+        "id": cid, "object": "chat.completion.chunk", "created": 1700000000, "model": model,
+        "choices": [{"index": 0, "delta": {"content": text, **delta}, "logprobs": None,
+                     "finish_reason": None}]}).decode()
+
+
+class _Counting:
+    """The whole parse, counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, data: str, lane: FastLane) -> str | None:
+        self.calls += 1
+        return wire._chat_text(data, lane)
+
+
+def test_after_one_whole_parse_the_stream_is_read_from_its_text() -> None:
+    whole = _Counting()
+    parse, lane = templated(whole), _lane()
+    assert parse(_chunk("Hello"), lane) == "Hello"
+    learned = whole.calls
+    assert isinstance(lane.state, Template) and lane.state.head.endswith('"content":')
+    for text in (" world", ' "quoted" ', "tab\there", "naïve ✓", "\\n not a newline"):
+        assert parse(_chunk(text), lane) == text
+    assert whole.calls == learned  # none of them took the whole parse
+
+
+@given(st.text(max_size=40))
+def test_every_text_reads_as_the_whole_parse_reads_it(text: str) -> None:
+    parse, lane = templated(wire._chat_text), _lane()
+    parse(_chunk("warm"), lane)
+    assert parse(_chunk(text), lane) == wire._chat_text(_chunk(text), _lane())
+
+
+def test_a_chunk_that_differs_beyond_its_text_takes_the_whole_parse() -> None:
+    parse, lane = templated(wire._chat_text), _lane()
+    parse(_chunk("warm"), lane)
+    head, tail = lane.state.head, lane.state.tail  # type: ignore[union-attr]
+    # the same two ends with more than one string between: never read as text
+    forged = head + '"a","tool_calls":[{"id":"x"}]' + tail
+    assert parse(forged, lane) is None
+    assert parse(head + '"a" , "b"' + tail, lane) is None
+    assert parse(head + '""' + tail, lane) is None  # an empty text is no delta
+    finished = _chunk("end").replace('"finish_reason":null', '"finish_reason":"stop"')
+    assert parse(finished, lane) is None
+    assert parse(_chunk("x", tool_calls=[{"id": "t"}]), lane) is None
+
+
+def test_another_model_is_left_to_the_ordinary_path() -> None:
+    parse, lane = templated(wire._chat_text), _lane()
+    parse(_chunk("warm"), lane)
+    lane.model = "m2"  # the ordinary path saw another model since
+    assert parse(_chunk("old model"), lane) is None
+    assert parse(_chunk("new", model="m2"), lane) == "new"
+
+
+def test_chunks_that_always_differ_stop_being_learned() -> None:
+    whole = _Counting()
+    parse, lane = templated(whole), _lane()
+    for i in range(10):
+        assert parse(_chunk(f"t{i}", cid=f"chatcmpl-{i}"), lane) == f"t{i}"
+    assert lane.state.tries == LEARN_TRIES  # type: ignore[union-attr]
+    assert whole.calls == 10 + LEARN_TRIES  # each chunk whole, and one probe per try
