@@ -85,9 +85,11 @@ class EventSink:
         now = self._now
         if now is None or self._writing or self.closed:
             return False
-        queued = self._take_deltas() if self._items else None
+        queued = None
         if self._items:
-            return False
+            queued = self._take_deltas()
+            if queued is None:
+                return False
         if self.history is not None:
             self.history.extend(batch)
         pending = now(queued + batch if queued else batch)
