@@ -11,6 +11,11 @@ probe built from it (its two ends around a text of its own) passes the whole par
 text, so the two ends hold nothing the parse refuses and the slot between is the text the
 parse returns; a chunk uses it only when the slot holds one JSON string and nothing else, so
 its JSON differs from the probe's in that string alone. Anything else takes the whole parse.
+
+`chunk_text` reads a whole network chunk the same way before it is even decoded, when the
+chunk is one `data: ` event of the template and nothing else (the usual paced token): the
+SSE framing around the template is fixed too, so the chunk is its bytes around one JSON
+string.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ text (a counter, a fresh id each) is left to the whole parse after these."""
 
 
 class Template:
-    __slots__ = ("head", "model", "tail", "tries")
+    __slots__ = ("end", "head", "model", "start", "tail", "tries")
 
     def __init__(self) -> None:
         self.head = self.tail = ""
+        self.start = self.end = b""
+        """A network chunk of one event of this template: `start`, the text's JSON, `end`."""
         self.model: str | None = None
         self.tries = 0
 
@@ -62,7 +69,28 @@ def templated(parse: Parse) -> Parse:
             _learn(data, lane, text, parse)
         return text
 
+    text_of.chunk_text = chunk_text  # type: ignore[attr-defined]
     return text_of
+
+
+def chunk_text(body: bytes, lane: FastLane) -> str | None:
+    """The text of a network chunk that is exactly one `data: ` event of the lane's
+    template, read as the whole parse would read it; None when it is not such a chunk (the
+    caller reads it the usual way). Only the JSON string between the template's ends is
+    parsed: the ends hold no line break or carriage return (the lane refuses events with
+    them), and a JSON string holds none unescaped, so the chunk is that one event."""
+    t = lane.state
+    if type(t) is not Template or not t.start or t.model != lane.model:
+        return None
+    start, end = t.start, t.end
+    if (len(body) <= len(start) + len(end) or body[len(start)] != 34  # '"'
+            or not body.startswith(start) or not body.endswith(end)):
+        return None
+    try:
+        text = orjson.loads(body[len(start):len(body) - len(end)])
+    except orjson.JSONDecodeError:
+        return None
+    return text if type(text) is str and text else None
 
 
 def _learn(data: str, lane: FastLane, text: str, parse: Parse) -> None:
@@ -83,3 +111,4 @@ def _learn(data: str, lane: FastLane, text: str, parse: Parse) -> None:
     head, tail = data[:at], data[at + len(literal):]
     if parse(head + orjson.dumps(PROBE).decode() + tail, lane) == PROBE:
         t.head, t.tail, t.model = head, tail, lane.model
+        t.start, t.end = b"data: " + head.encode(), tail.encode() + b"\n\n"

@@ -22,18 +22,23 @@ from evacore.providers.base import TextTap
 
 FastText = Callable[[str, "FastLane"], "str | None"]
 """The text of one SSE `data:` payload that is a plain text delta and nothing else (for
-this lane: its `model` is the name the ordinary path saw last), else None."""
+this lane: its `model` is the name the ordinary path saw last), else None. It may carry a
+`chunk_text(body, lane)`: the text of a whole network chunk read without decoding it, when
+the chunk is one such event in a form the parse has learned (else None, and the chunk is
+read the usual way)."""
 
 
 class FastLane:
     """One streamed attempt's fast lane: the consumer's tap, the adapter's parse, and the
     deadline clock each taken token moves (`token`)."""
 
-    __slots__ = ("closed", "fast_text", "model", "state", "tap", "token")
+    __slots__ = ("chunk_text", "closed", "fast_text", "model", "state", "tap", "token")
 
     def __init__(self, tap: TextTap, fast_text: FastText, token: Callable[[], None]) -> None:
         self.tap = tap
         self.fast_text = fast_text
+        self.chunk_text: Callable[[bytes, FastLane], str | None] | None = getattr(
+            fast_text, "chunk_text", None)
         self.token = token
         self.closed = False
         self.model: str | None = None
@@ -53,25 +58,14 @@ class FastLane:
             give = self.tap.take
             if give is None or self.closed or not decoder.idle() or utf8.buffer:
                 return False
-            try:
-                text = body.decode()
-            except UnicodeDecodeError:
-                return False
-            if "\r" in text:  # CRLF line ends, as some servers send them
-                text = text.replace("\r\n", "\n")
-                if "\r" in text:
+            whole = self.chunk_text
+            piece = whole(body, self) if whole is not None else None
+            if piece is not None:
+                texts = [piece]
+            else:
+                texts = self._texts(body)
+                if texts is None:
                     return False
-            if not text.endswith("\n\n"):
-                return False
-            texts = []
-            fast_text = self.fast_text
-            for event in text[:-2].split("\n\n"):
-                if not event.startswith("data:") or "\n" in event:
-                    return False
-                piece = fast_text(event[6:] if event[5:6] == " " else event[5:], self)
-                if piece is None:
-                    return False
-                texts.append(piece)
             try:
                 taken = give(texts)
             except Exception:  # noqa: BLE001 - a tap that fails refuses; the ordinary path goes on
@@ -82,3 +76,26 @@ class FastLane:
             return taken
 
         return take
+
+    def _texts(self, body: bytes) -> list[str] | None:
+        """The texts of a chunk of whole `data:` events, each a plain text delta; else None."""
+        try:
+            text = body.decode()
+        except UnicodeDecodeError:
+            return None
+        if "\r" in text:  # CRLF line ends, as some servers send them
+            text = text.replace("\r\n", "\n")
+            if "\r" in text:
+                return None
+        if not text.endswith("\n\n"):
+            return None
+        texts = []
+        fast_text = self.fast_text
+        for event in text[:-2].split("\n\n"):
+            if not event.startswith("data:") or "\n" in event:
+                return None
+            piece = fast_text(event[6:] if event[5:6] == " " else event[5:], self)
+            if piece is None:
+                return None
+            texts.append(piece)
+        return texts

@@ -86,3 +86,85 @@ def test_chunks_that_always_differ_stop_being_learned() -> None:
         assert parse(_chunk(f"t{i}", cid=f"chatcmpl-{i}"), lane) == f"t{i}"
     assert lane.state.tries == LEARN_TRIES  # type: ignore[union-attr]
     assert whole.calls == 10 + LEARN_TRIES  # each chunk whole, and one probe per try
+
+
+class _Reader:
+    """A fast lane's body tap as the network read calls it, with the chunks it passed on,
+    the whole parse counted."""
+
+    def __init__(self) -> None:
+        import codecs
+
+        from evacore.providers._sse import SSEDecoder
+        from evacore.providers.base import TextTap
+
+        self.whole = _Counting()
+        self.events = 0
+        """Events read through the adapter's parse (its template or its whole parse)."""
+        self.given: list[list[str]] = []
+        tap = TextTap()
+        tap.take = lambda texts: self.given.append(texts) is None
+        parse = templated(self.whole)
+
+        def fast_text(data: str, lane: FastLane) -> str | None:
+            self.events += 1
+            return parse(data, lane)
+
+        fast_text.chunk_text = parse.chunk_text  # type: ignore[attr-defined]
+        self.lane = FastLane(tap, fast_text, token=lambda: None)
+        self.lane.model = "m1"
+        self.read = self.lane.reader(SSEDecoder(), codecs.getincrementaldecoder("utf-8")())
+
+    def texts(self, body: bytes) -> list[str] | None:
+        before = len(self.given)
+        return self.given[-1] if self.read(body) and len(self.given) > before else None
+
+
+def _event(data: str, field: str = "data: ", end: str = "\n\n") -> bytes:
+    return (field + data + end).encode()
+
+
+def test_a_whole_chunk_of_one_learned_event_is_read_without_the_parse() -> None:
+    reader = _Reader()
+    assert reader.texts(_event(_chunk("Hello"))) == ["Hello"]
+    learned, parsed = reader.whole.calls, reader.events
+    for text in (" world", ' "quoted" ', "tab\there", "naïve ✓", "\\n not a newline", "\u2028"):
+        assert reader.texts(_event(_chunk(text))) == [text]
+    assert (reader.whole.calls, reader.events) == (learned, parsed)  # from the bytes alone
+    # the same ends in another framing or with more in them take the usual read, as before
+    assert reader.texts(_event(_chunk("a"), field="data:")) == ["a"]
+    assert reader.texts(_event(_chunk("b"), end="\r\n\r\n")) == ["b"]
+    assert reader.texts(_event(_chunk("c")) + _event(_chunk("d"))) == ["c", "d"]
+    assert reader.whole.calls == learned and reader.events == parsed + 4
+
+
+def test_a_whole_chunk_reads_as_the_usual_read_or_is_refused() -> None:
+    reader = _Reader()
+    reader.texts(_event(_chunk("warm")))
+    head, tail = reader.lane.state.head, reader.lane.state.tail  # type: ignore[union-attr]
+    # a space before the string is still JSON: the whole parse reads it
+    assert reader.texts(_event(head + ' "lead"' + tail)) == ["lead"]
+    refused = [
+        _event(head + '"a","tool_calls":[{"id":"x"}]' + tail),
+        _event(head + '"a" , "b"' + tail),
+        _event(head + '""' + tail),
+        _event(head + '"x\ny"' + tail),  # a line break inside: two lines, no JSON string
+        _event(head + "1" + tail),
+        (b"data: " + head.encode() + b'"\xff"' + tail.encode() + b"\n\n"),  # not UTF-8
+        _event(_chunk("unended"), end="\n"),
+        _event(_chunk("end").replace('"finish_reason":null', '"finish_reason":"stop"')),
+    ]
+    for body in refused:
+        assert reader.texts(body) is None, body
+    reader.lane.model = "m2"  # the ordinary path saw another model since
+    assert reader.texts(_event(_chunk("old model"))) is None
+
+
+@given(st.text(max_size=40), st.sampled_from(["", " ", "  "]))
+def test_any_whole_chunk_reads_as_the_usual_read_reads_it(text: str, pad: str) -> None:
+    reader, usual = _Reader(), _Reader()
+    reader.texts(_event(_chunk("warm")))
+    head, tail = reader.lane.state.head, reader.lane.state.tail  # type: ignore[union-attr]
+    body = _event(head + orjson.dumps(text).decode() + pad + tail)
+    usual.lane.chunk_text = None  # the decode, split and whole parse of every event
+    assert reader.texts(body) == usual.texts(body)
