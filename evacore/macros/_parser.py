@@ -5,11 +5,17 @@ Must not: evaluate anything or know macro names beyond the legacy `<USER>`-style
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
 MAX_DEPTH = 64
 """Nesting deeper than this is kept as literal text (bounds the evaluator's recursion)."""
+KEPT_TEXT_CHARS = 8192
+KEPT_TEXTS = 128
+"""`parsed` keeps the nodes of the last `KEPT_TEXTS` texts of at most `KEPT_TEXT_CHARS`
+characters: every tour evaluates the same card, preset and lorebook texts as the tour
+before it (a few MB at most; a longer text is parsed each time)."""
 
 LEGACY_MARKERS = {
     "<user>": "user",
@@ -53,6 +59,17 @@ class _Frame:
         if self.buf:
             self.nodes.append(Text("".join(self.buf)))
             self.buf.clear()
+
+
+def parsed(source: str) -> tuple[Node, ...] | list[Node]:
+    """`parse(source)`, kept for a text seen lately (the nodes are immutable, so the same
+    text shares them)."""
+    return _kept(source) if len(source) <= KEPT_TEXT_CHARS else parse(source)
+
+
+@functools.lru_cache(maxsize=KEPT_TEXTS)
+def _kept(source: str) -> tuple[Node, ...]:
+    return tuple(parse(source))
 
 
 def parse(source: str) -> list[Node]:

@@ -6,6 +6,7 @@ Must not: know any macro's meaning (built-ins live in `builtins.py`, `variables.
 
 from __future__ import annotations
 
+import functools
 import re
 import textwrap
 from collections.abc import Callable
@@ -14,7 +15,15 @@ from typing import Any
 
 import structlog
 
-from evacore.macros._parser import Macro, Node, Text, parse, split_args
+from evacore.macros._parser import (
+    KEPT_TEXT_CHARS,
+    KEPT_TEXTS,
+    Macro,
+    Node,
+    Text,
+    parsed,
+    split_args,
+)
 from evacore.macros.env import MacroEnv
 
 log = structlog.get_logger(__name__)
@@ -142,7 +151,7 @@ class MacroEngine:
     # evaluation
 
     def _eval_text(self, text: str, env: MacroEnv, state: dict[str, Any], depth: int) -> str:
-        return "".join(self._eval_nodes(parse(text), text, env, state, depth))
+        return "".join(self._eval_nodes(parsed(text), text, env, state, depth))
 
     def _eval_nodes(
         self, nodes: list[Node] | tuple[Node, ...], source: str, env: MacroEnv,
@@ -157,7 +166,7 @@ class MacroEngine:
                 parts.append(node.value)
                 continue
             opener = _opener(node)
-            if opener is not None:
+            if opener is not None and "/" + opener[0] in _closers(source):
                 end = _closer(nodes, i, opener[0])
                 if end is not None:
                     parts.append(self._eval_scoped(node, opener, nodes[i:end], source, env,
@@ -180,11 +189,19 @@ class MacroEngine:
         if definition is None:
             inner = "".join(self._eval_nodes(body, source, env, state, depth))
             return self._unknown(node, source, env, state, depth) + inner + "{{/" + name + "}}"
+        resolved = _split_call(_unflagged(node))
+        args = resolved[1] if resolved is not None else []
+        count = len(args) + 1  # the block's text is the last argument
+        if definition.lazy or count < definition.min_args or (
+                definition.max_args is not None and count > definition.max_args):
+            # a macro that takes no such argument: no block, each part evaluated as written
+            log.warning("macro.bad_arguments", macro=definition.name, count=count)
+            inner = "".join(self._eval_nodes(body, source, env, state, depth))
+            return (self._eval_macro(node, source, env, state, depth) + inner
+                    + "{{/" + name + "}}")
         text = "".join(self._eval_nodes(body, source, env, state, depth))
         if not keep:
             text = _dedent(text)
-        resolved = _split_call(_unflagged(node))
-        args = resolved[1] if resolved is not None else []
         values = ["".join(self._eval_nodes(a, source, env, state, depth)) for a in args]
         return self._call(definition, node, source, env, state, depth, [*values, text])
 
@@ -301,6 +318,31 @@ def _opener(node: Macro) -> tuple[str, bool, str] | None:
     if name == "//" and (head[match.end():].strip() or len(node.body) > 1):
         return None  # `{{// a comment}}` is complete in itself
     return name.lower() if name != "//" else name, match.group(1) == "#", head[match.end():]
+
+
+_CLOSE = re.compile(r"\{\{\s*(/(?://|[A-Za-z_][A-Za-z0-9_]*))\s*\}\}", re.IGNORECASE)
+
+
+def _closers(source: str) -> frozenset[str]:
+    """Every block closer (`/name`, lowercased; `///`) written in `source`: a block whose
+    closer is not among them cannot close, and is not looked for. A closer is a macro whose
+    whole body is its name, so its text is there as written (an escaped brace is no brace).
+    Kept for the texts `parsed` keeps, and for the last longer one."""
+    if len(source) <= KEPT_TEXT_CHARS:
+        return _kept_closers(source)
+    last = _LAST_CLOSERS[0]
+    if last[0] is not source:
+        last = _LAST_CLOSERS[0] = (source, _find_closers(source))
+    return last[1]
+
+
+def _find_closers(source: str) -> frozenset[str]:
+    return frozenset(match.group(1).lower() for match in _CLOSE.finditer(source))
+
+
+_kept_closers = functools.lru_cache(maxsize=KEPT_TEXTS)(_find_closers)
+_LAST_CLOSERS: list[tuple[str | None, frozenset[str]]] = [(None, frozenset())]
+"""The last long text's closers, in one slot replaced whole (safe across threads)."""
 
 
 def _closer(nodes: list[Node] | tuple[Node, ...], start: int, name: str) -> int | None:

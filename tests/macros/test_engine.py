@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evacore.macros import MacroEngine, MacroEnv
 from evacore.macros._parser import MAX_DEPTH, Macro, Text, parse
@@ -164,3 +166,87 @@ def test_scoped_form_passes_the_body_as_the_last_argument(
     engine: MacroEngine, env: MacroEnv
 ) -> None:
     assert engine.evaluate("{{reverse}}\n  abc\n{{/reverse}}", env) == "cba"
+
+
+def test_a_text_evaluated_again_runs_its_macros_again(
+    engine: MacroEngine, env: MacroEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parse of a text is kept between evaluations (every tour evaluates the same card
+    texts); what the macros do still happens every time."""
+    from evacore.macros import _parser
+
+    parses: list[str] = []
+    real_parse = _parser.parse
+    monkeypatch.setattr(_parser, "parse", lambda source: parses.append(source) or real_parse(source))
+    _parser._kept.cache_clear()
+    text = "{{incvar::n}} {{user}} loves {{char}} <b>{{roll::1d1}}</b>"
+    assert [engine.evaluate(text, env) for _ in range(3)] == [
+        "1 Ann loves Eva <b>1</b>", "2 Ann loves Eva <b>1</b>", "3 Ann loves Eva <b>1</b>"]
+    assert parses == [text]  # parsed once, evaluated three times
+    env.user = "Bob"  # the same text with another environment: the parse is shared, not the output
+    assert engine.evaluate(text, env) == "4 Bob loves Eva <b>1</b>"
+    long = "{{user}} " * (_parser.KEPT_TEXT_CHARS // 9 + 1)
+    assert engine.evaluate(long, env) == engine.evaluate(long, env) == "Bob " * (
+        _parser.KEPT_TEXT_CHARS // 9 + 1)
+    assert parses == [text, long, long]  # too long to keep: parsed each time
+
+
+@pytest.mark.parametrize("closer", ["{{/if}}", "{{ /IF }}", "{{/If\t}}", "{{{/if}}}"])
+def test_a_block_closes_however_its_closer_is_written(
+    engine: MacroEngine, env: MacroEnv, closer: str
+) -> None:
+    """Blocks are looked for only when their closer is written in the text: every spelling
+    the evaluator accepts as a closer is seen."""
+    text = "{{char}} {{if {{getvar::flag}}}}yes{{else}}no" + closer + " {{user}}"
+    env.local_vars["flag"] = "1"
+    assert engine.evaluate(text, env).startswith("Eva yes")
+    env.local_vars["flag"] = ""
+    assert engine.evaluate(text, env).startswith("Eva no")
+
+
+def test_a_text_without_closers_keeps_its_macros(engine: MacroEngine, env: MacroEnv) -> None:
+    text = " ".join(["{{char}} and {{user}}"] * 200) + " {{if x}}open"
+    assert engine.evaluate(text, env) == " ".join(["Eva and Ann"] * 200) + " {{if x}}open"
+
+
+class _Everything:
+    def __contains__(self, _: object) -> bool:
+        return True
+
+
+_PIECES = ["{{if 1}}", "{{if }}", "{{#if 1}}", "{{/if}}", "{{ /IF }}", "{{else}}", "{{char}}",
+           "{{user}}", "{{//}}", "{{///}}", "{{// note}}", "{{trim}}", "a", " ", "\n", "{{",
+           "}}", "\\{", "{{setvar::x::1}}", "{{getvar::x}}", "{{upper}}", "{{/upper}}",
+           "{{noop}}", "{{/noop}}", "{{{/if}}}", "<user>"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+def test_looking_for_blocks_only_where_closers_are_written_changes_nothing(
+    pieces: list[str]
+) -> None:
+    from evacore.macros import engine as engine_module
+
+    text = "".join(pieces)
+    engine = MacroEngine()
+
+    def fresh() -> MacroEnv:
+        return MacroEnv(user="Ann", char="Eva", rng=random.Random(1))
+
+    quick = engine.evaluate(text, fresh())
+    real = engine_module._closers
+    engine_module._closers = lambda source: _Everything()  # type: ignore[assignment]
+    try:
+        assert engine.evaluate(text, fresh()) == quick
+    finally:
+        engine_module._closers = real
+
+
+def test_a_block_around_a_macro_that_takes_no_text_is_no_block(
+    engine: MacroEngine, env: MacroEnv
+) -> None:
+    """`{{user}}…{{/user}}`: `user` takes no argument, so there is no block to give it (a
+    card written so must not fail every tour): each part is evaluated as written."""
+    assert engine.evaluate("{{user}} and {{char}}{{/user}}!", env) == "Ann and Eva{{/user}}!"
+    assert engine.evaluate("{{noop}}kept{{/noop}}", env) == "kept{{/noop}}"
+    assert engine.evaluate("{{upper}}shout{{/upper}}", env) == "{{upper}}shout{{/upper}}"
