@@ -69,7 +69,6 @@ def templated(parse: Parse) -> Parse:
             _learn(data, lane, text, parse)
         return text
 
-    text_of.chunk_text = chunk_text  # type: ignore[attr-defined]
     return text_of
 
 

@@ -5,8 +5,10 @@ made per token.
 A chunk is taken only whole, and only when everything before it has been read and decoded:
 the reader is parked waiting for data, the SSE decoder holds no partial line, event or
 character, and the chunk is nothing but complete `data:` events that the adapter's
-`fast_text` turns into text. Anything else (a split event, an empty delta, a finish, a tool
-call, usage, an error, `[DONE]`) is left to the ordinary path, which sees it in order.
+`fast_text` turns into text (a chunk that is one event of the shape that parse has learned
+is read from its bytes, `_chunk_template.py`). Anything else (a split event, an empty delta,
+a finish, a tool call, usage, an error, `[DONE]`) is left to the ordinary path, which sees
+it in order.
 
 Must not: know a vendor's format (the adapter's `fast_text` does), decide whether the
 consumer can take a text (its tap does), or raise: a refusal is always the safe answer.
@@ -17,28 +19,24 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable
 
+from evacore.providers._chunk_template import chunk_text
 from evacore.providers._sse import SSEDecoder
 from evacore.providers.base import TextTap
 
 FastText = Callable[[str, "FastLane"], "str | None"]
 """The text of one SSE `data:` payload that is a plain text delta and nothing else (for
-this lane: its `model` is the name the ordinary path saw last), else None. It may carry a
-`chunk_text(body, lane)`: the text of a whole network chunk read without decoding it, when
-the chunk is one such event in a form the parse has learned (else None, and the chunk is
-read the usual way)."""
+this lane: its `model` is the name the ordinary path saw last), else None."""
 
 
 class FastLane:
     """One streamed attempt's fast lane: the consumer's tap, the adapter's parse, and the
     deadline clock each taken token moves (`token`)."""
 
-    __slots__ = ("chunk_text", "closed", "fast_text", "model", "state", "tap", "token")
+    __slots__ = ("closed", "fast_text", "model", "state", "tap", "token")
 
     def __init__(self, tap: TextTap, fast_text: FastText, token: Callable[[], None]) -> None:
         self.tap = tap
         self.fast_text = fast_text
-        self.chunk_text: Callable[[bytes, FastLane], str | None] | None = getattr(
-            fast_text, "chunk_text", None)
         self.token = token
         self.closed = False
         self.model: str | None = None
@@ -58,8 +56,7 @@ class FastLane:
             give = self.tap.take
             if give is None or self.closed or not decoder.idle() or utf8.buffer:
                 return False
-            whole = self.chunk_text
-            piece = whole(body, self) if whole is not None else None
+            piece = chunk_text(body, self)  # one event of the shape the parse learned
             if piece is not None:
                 texts = [piece]
             else:
