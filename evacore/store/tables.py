@@ -347,6 +347,17 @@ class ClientOpAnswer(Base):
     created_at: Mapped[datetime] = _created()
 
 
+class RequestPart(Base):
+    """A large part of a provider request kept once for every tour that sent it (the tool
+    definitions most requests repeat); a tour's stored request names it by its digest
+    (`store/request_parts.py`). Never changed once written."""
+
+    __tablename__ = "request_parts"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = _created()
+
+
 # The retrieval index (migration 0002) as Core tables: the memory package queries them
 # through SQLAlchemy Core. Its full-text structures are made by hand in the migration, per
 # database, outside this metadata (see `store.migrate.include_object`).

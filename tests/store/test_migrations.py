@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -68,5 +69,34 @@ async def test_r7_sqlite_runs_in_wal_mode(tmp_path) -> None:
             mode = (await conn.execute(text("PRAGMA journal_mode"))).scalar()
             timeout = (await conn.execute(text("PRAGMA busy_timeout"))).scalar()
         assert mode == "wal" and int(timeout) >= 5000
+    finally:
+        await engine.dispose()
+
+
+async def test_r7_downgrade_puts_stored_request_parts_back_into_the_tours(tmp_path) -> None:
+    """Going below 0007 loses no request: each tour's record takes its tool definitions
+    back inline before their table goes."""
+    from sqlalchemy import text
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'parts.db'}"
+    engine = create_engine(url)
+    tools = [{"type": "function", "function": {"name": f"t{i}"}} for i in range(3)]
+    try:
+        await migrate.upgrade(engine)
+        async with engine.begin() as conn:
+            await conn.execute(text(
+                "INSERT INTO request_parts (digest, value, created_at)"
+                " VALUES ('d1', :v, '2026-01-01')"), {"v": json.dumps(tools)})
+            diagnostics = {"requests": [{"step": 0, "body": {"model": "m",
+                                                             "tools": {"$request_part": "d1"}}}]}
+            await conn.execute(text(
+                "INSERT INTO tours (id, mode, status, env, diagnostics, abort_requested,"
+                " created_at) VALUES ('t1', 'normal', 'completed',"
+                " '{}', :d, 0, '2026-01-01')"), {"d": json.dumps(diagnostics)})
+        await migrate.downgrade(engine, "0006")
+        assert "request_parts" not in await _tables(url)
+        async with engine.connect() as conn:
+            stored = (await conn.execute(text("SELECT diagnostics FROM tours"))).scalar_one()
+        assert json.loads(stored)["requests"][0]["body"] == {"model": "m", "tools": tools}
     finally:
         await engine.dispose()

@@ -15,7 +15,7 @@ from evacore.domain.ids import new_id
 from evacore.errors import EvacoreError, NotFound
 from evacore.logs import get_logger
 from evacore.redact import redact_json
-from evacore.store import tour_writes
+from evacore.store import request_parts, tour_writes
 from evacore.store import tours as tour_store
 from evacore.store.settings import put_setting
 
@@ -56,8 +56,8 @@ class Save:
 
 
 async def _save(core: Core, tour: Tour, *, extras: bool) -> tuple[str | None, str | None]:
+    diagnostics = await stored_diagnostics(core, tour)
     async with core.session() as s:
-        diagnostics = redact_json(diagnostics_of(tour))
         message_id, variant_id = await _store_answer(
             s, tour, "complete", diagnostics=diagnostics, chat_state=True, committed=True)
         if extras:
@@ -139,6 +139,12 @@ async def _store_extras(core: Core, s: AsyncSession, tour: Tour) -> None:
         await write(s, tour)
 
 
+async def stored_diagnostics(core: Core, tour: Tour) -> dict[str, Any]:
+    """The tour's diagnostics as its record keeps them: redacted, the large parts of its
+    provider requests stored once and named (`store/request_parts.py`)."""
+    return redact_json(await request_parts.shared(core.db, diagnostics_of(tour)))
+
+
 def diagnostics_of(tour: Tour) -> dict[str, Any]:
     d = dict(tour.diagnostics)
     d["timings"] = dict(tour.timings)
@@ -191,9 +197,10 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
     has_answer = bool(tour.answer) or any(st.tool_calls for st in tour.steps)
     for keep in ("all", "answer", "end"):
         try:
+            diagnostics = await stored_diagnostics(core, tour) if keep != "end" else \
+                redact_json({"error": tour.error,
+                             "save_problem": "the tour's record could not be stored"})
             async with core.session() as s:
-                diagnostics = redact_json(diagnostics_of(tour) if keep != "end" else {
-                    "error": tour.error, "save_problem": "the tour's record could not be stored"})
                 if keep == "all" or (keep == "answer" and has_answer):
                     message_id, variant_id = await _store_answer(
                         s, tour, status, diagnostics=diagnostics, answer=has_answer,

@@ -1,0 +1,122 @@
+"""R8.5: a tour's record keeps the tool definitions its provider request repeats once for all
+tours (`store/request_parts.py`), and `GET /v1/tours/{id}` still shows the exact request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+
+from evacore.core import Core
+from evacore.redact import remember
+from evacore.store import request_parts
+from tests.fakes.upstream import FakeUpstream
+from tests.generate.helpers import fake_connection, new_chat, one, stream, tour_of
+
+
+async def _stored_requests(core: Core, tour_id: str) -> list[dict[str, Any]]:
+    async with core.session() as s:
+        raw = (await s.execute(text("SELECT diagnostics FROM tours WHERE id = :id"),
+                               {"id": tour_id})).scalar_one()
+    diagnostics = raw if isinstance(raw, dict) else json.loads(raw)
+    return diagnostics["requests"]
+
+
+async def _parts(core: Core) -> list[str]:
+    async with core.session() as s:
+        return list((await s.scalars(text("SELECT digest FROM request_parts"))).all())
+
+
+async def test_tours_share_one_copy_of_their_tool_definitions_and_show_the_exact_request(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    tour_ids = []
+    for word in ("Hi.", "Again.", "Once more."):
+        openai_fake.script.reply("Fine.")
+        events = await stream(client, chat, word)
+        tour_ids.append(one(events, "tour")["tour_id"])
+
+    sent = openai_fake.generation_requests
+    assert len(sent) == 3 and all(len(r.json["tools"]) >= 5 for r in sent)
+    for tour_id, actual in zip(tour_ids, sent, strict=True):
+        tour = await tour_of(client, tour_id)
+        assert tour["diagnostics"]["requests"][0]["body"] == actual.json  # tools included
+        stored = await _stored_requests(core, tour_id)
+        assert stored[0]["body"]["tools"] == {request_parts.REF: stored[0]["body"]["tools"][
+            request_parts.REF]}  # the record names the part instead of repeating it
+        assert stored[0]["body"]["messages"] == actual.json["messages"]
+    assert len(await _parts(core)) == 1  # three tours, one copy
+
+
+async def test_a_part_missing_from_the_database_is_shown_as_its_reference(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    openai_fake.script.reply("Fine.")
+    tour_id = one(await stream(client, chat, "Hi."), "tour")["tour_id"]
+    async with core.session() as s:
+        await s.execute(text("DELETE FROM request_parts"))
+    tour = await tour_of(client, tour_id)  # no error: the record is shown as it is stored
+    tools = tour["diagnostics"]["requests"][0]["body"]["tools"]
+    assert list(tools) == [request_parts.REF]
+
+
+async def test_a_part_that_cannot_be_stored_stays_in_the_record(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    original = request_parts._stored
+
+    async def failing(*_: Any) -> bool:
+        return False
+
+    request_parts._stored = failing  # type: ignore[assignment]
+    try:
+        openai_fake.script.reply("Fine.")
+        tour_id = one(await stream(client, chat, "Hi."), "tour")["tour_id"]
+    finally:
+        request_parts._stored = original  # type: ignore[assignment]
+    stored = await _stored_requests(core, tour_id)
+    assert stored[0]["body"]["tools"] == openai_fake.generation_requests[-1].json["tools"]
+    assert await _parts(core) == []
+
+
+def _diagnostics(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"requests": [{"step": 0, "body": {"model": "m", "messages": [], "tools": tools}}]}
+
+
+def _tool(name: str, description: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object"}}}
+
+
+async def test_each_tool_set_is_its_own_part_and_small_ones_stay_inline(core: Core) -> None:
+    many = [_tool(f"tool_{i}", "A tool that does something useful. " * 4) for i in range(8)]
+    other = [*many[:-1], _tool("another", "Something else entirely. " * 4)]
+    small = [_tool("tiny", "Small.")]
+    first = await request_parts.shared(core.db, _diagnostics(many))
+    again = await request_parts.shared(core.db, _diagnostics(many))
+    second = await request_parts.shared(core.db, _diagnostics(other))
+    inline = await request_parts.shared(core.db, _diagnostics(small))
+    ref = first["requests"][0]["body"]["tools"]
+    assert again["requests"][0]["body"]["tools"] == ref
+    assert second["requests"][0]["body"]["tools"] != ref
+    assert inline["requests"][0]["body"]["tools"] == small
+    assert len(await _parts(core)) == 2
+    async with core.session() as s:
+        back = await request_parts.resolved(s, {"requests": [
+            first["requests"][0], second["requests"][0], inline["requests"][0]]})
+    assert [r["body"]["tools"] for r in back["requests"]] == [many, other, small]
+
+
+async def test_a_stored_part_is_redacted(core: Core) -> None:
+    secret = "sk-live-abcdefghijklmnop123456"
+    remember([secret])
+    tools = [_tool(f"tool_{i}", "Calls the service. " * 8) for i in range(6)]
+    tools[0]["function"]["description"] = f"Calls with key {secret}."
+    shared = await request_parts.shared(core.db, _diagnostics(tools))
+    digest = shared["requests"][0]["body"]["tools"][request_parts.REF]
+    async with core.session() as s:
+        value = (await s.execute(text("SELECT value FROM request_parts WHERE digest = :d"),
+                                 {"d": digest})).scalar_one()
+    assert secret not in str(value) and "***" in str(value)
