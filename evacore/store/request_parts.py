@@ -43,6 +43,9 @@ _KNOWN_MAX = 256
 """Digests remembered as stored per database (the least recently used go first)."""
 _known: weakref.WeakKeyDictionary[Database, OrderedDict[str, None]] = \
     weakref.WeakKeyDictionary()
+_digests: dict[bytes, str] = {}
+"""The digests of the parts met lately, by their JSON: hashing the same ~7 KB again for
+every tour costs more than looking it up."""
 _FIND = select(RequestPart.digest).where(RequestPart.digest == bindparam("p_digest"))
 
 
@@ -78,7 +81,12 @@ async def _share_body(db: Database, body: dict[str, Any]) -> dict[str, Any]:
             continue
         if len(raw) < MIN_BYTES:
             continue
-        digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        digest = _digests.get(raw)
+        if digest is None:
+            digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
+            _digests[raw] = digest
+            if len(_digests) > _KNOWN_MAX:
+                del _digests[next(iter(_digests))]
         if not await _stored(db, digest, value):
             continue
         if new_body is body:
