@@ -83,12 +83,6 @@ def _direct_driver(sync: Connection) -> OneTripConnection | None:
     return driver if isinstance(driver, OneTripConnection) else None
 
 
-def _value(params: dict[str, Any], name: str | None, held: Any,
-           process: Callable[[Any], Any] | None) -> Any:
-    value = held if name is None else params[name]
-    return value if process is None else process(value)
-
-
 def _read(row: Sequence[Any], columns: tuple[tuple[int, _Process], ...]) -> tuple[Any, ...]:
     """A row with its columns' result processors applied (a NULL stays NULL, as every
     built-in type reads it)."""
@@ -137,7 +131,9 @@ async def execute(session: AsyncSession, stmt: ClauseElement,
         prepared = _prepared(stmt, tuple(params), sync.dialect) if driver else None
         if driver is not None and prepared is not None:
             sql, slots, columns = prepared
-            args = tuple(_value(params, name, held, process) for name, held, process in slots)
+            args = tuple([(held if name is None else params[name]) if process is None
+                          else process(held if name is None else params[name])
+                          for name, held, process in slots])
             try:
                 rows = await driver.run(sql, args)
             except sqlite3.DatabaseError as e:

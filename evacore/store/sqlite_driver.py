@@ -78,12 +78,27 @@ _SLOW_LIMIT = 4096
 
 
 def _reads(sql: str) -> bool:
-    return sql.lstrip()[:6].upper() == "SELECT"
+    return _kind(sql) == "SELECT"
 
 
 def _writes_row(sql: str) -> bool:
     """An INSERT, UPDATE, DELETE or REPLACE: the statements that open a transaction."""
-    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE", "REPLAC")
+    return _kind(sql) in ("INSERT", "UPDATE", "DELETE", "REPLAC")
+
+
+def _kind(sql: str) -> str:
+    """The statement's first word (its first six letters, upper case), read once per text:
+    a tour's statements are the same few texts every time."""
+    kind = _KINDS.get(sql)
+    if kind is None:
+        if len(_KINDS) >= _KINDS_LIMIT:
+            _KINDS.clear()
+        kind = _KINDS[sql] = sql.lstrip()[:6].upper()
+    return kind
+
+
+_KINDS: dict[str, str] = {}
+_KINDS_LIMIT = 4096
 
 
 def _busy(error: sqlite3.OperationalError) -> bool:

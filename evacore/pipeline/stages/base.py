@@ -6,6 +6,7 @@ Must not: implement plugin contract rules (plugins/dispatch.py alone does) or ca
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -21,8 +22,11 @@ class Stage(Protocol):
 
 
 async def run_stage(core: Core, tour: Tour, stage: Stage) -> None:
-    with tour.timed(stage.name):
+    t0 = perf_counter()
+    try:
         await stage.run(core, tour)
+    finally:
+        tour.add_time(stage.name, perf_counter() - t0)
     record_changes(tour, stage.name, "stage")
 
 
