@@ -46,6 +46,7 @@ _known: weakref.WeakKeyDictionary[Database, OrderedDict[str, None]] = \
 _digests: dict[bytes, str] = {}
 """The digests of the parts met lately, by their JSON: hashing the same ~7 KB again for
 every tour costs more than looking it up."""
+_DIGESTS_MAX = 64
 _FIND = select(RequestPart.digest).where(RequestPart.digest == bindparam("p_digest"))
 
 
@@ -85,7 +86,7 @@ async def _share_body(db: Database, body: dict[str, Any]) -> dict[str, Any]:
         if digest is None:
             digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
             _digests[raw] = digest
-            if len(_digests) > _KNOWN_MAX:
+            if len(_digests) > _DIGESTS_MAX:
                 del _digests[next(iter(_digests))]
         if not await _stored(db, digest, value):
             continue

@@ -65,17 +65,16 @@ async def test_a_part_missing_from_the_database_is_shown_as_its_reference(
 async def test_a_part_that_cannot_be_stored_stays_in_the_record(
         client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
     chat = await new_chat(client, await fake_connection(client, openai_fake))
-    original = request_parts._stored
-
-    async def failing(*_: Any) -> bool:
-        return False
-
-    request_parts._stored = failing  # type: ignore[assignment]
+    async with core.session() as s:  # the parts' table is gone: storing one fails
+        await s.execute(text("ALTER TABLE request_parts RENAME TO request_parts_away"))
     try:
         openai_fake.script.reply("Fine.")
         tour_id = one(await stream(client, chat, "Hi."), "tour")["tour_id"]
+        tour = await tour_of(client, tour_id)
     finally:
-        request_parts._stored = original  # type: ignore[assignment]
+        async with core.session() as s:
+            await s.execute(text("ALTER TABLE request_parts_away RENAME TO request_parts"))
+    assert tour["status"] == "completed"
     stored = await _stored_requests(core, tour_id)
     assert stored[0]["body"]["tools"] == openai_fake.generation_requests[-1].json["tools"]
     assert await _parts(core) == []
