@@ -3,6 +3,7 @@ tours (`store/request_parts.py`), and `GET /v1/tours/{id}` still shows the exact
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -119,3 +120,24 @@ async def test_a_stored_part_is_redacted(core: Core) -> None:
         value = (await s.execute(text("SELECT value FROM request_parts WHERE digest = :d"),
                                  {"d": digest})).scalar_one()
     assert secret not in str(value) and "***" in str(value)
+
+
+async def test_two_instances_storing_the_same_part_at_once_both_name_it(core: Core) -> None:
+    """Two instances on one database meet a new tool set at the same moment: one stores the
+    part, the other finds it stored, and both records name it (none keeps it inline)."""
+    from evacore.store.db import Database, create_engine
+
+    other = Database(create_engine(core.settings.db_url))
+    try:
+        for db in (core.db, other):  # both connected already: their statements interleave
+            async with db.session() as s:
+                await s.execute(text("SELECT 1"))
+        tools = [_tool(f"tool_{i}", "Shared by two instances. " * 6) for i in range(6)]
+        here, there = await asyncio.gather(
+            request_parts.shared(core.db, _diagnostics(tools)),
+            request_parts.shared(other, _diagnostics(tools)))
+    finally:
+        await other.engine.dispose()
+    assert here["requests"][0]["body"]["tools"] == there["requests"][0]["body"]["tools"]
+    assert list(here["requests"][0]["body"]["tools"]) == [request_parts.REF]
+    assert len(await _parts(core)) == 1
