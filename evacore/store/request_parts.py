@@ -6,7 +6,7 @@ request as before.
 
 A part is stored (redacted, in a transaction of its own, committed before the tour's record
 that names it) the first time this process meets it in a database; after that a tour pays
-for its digest alone. Parts are never changed or deleted: a record names a part only once it
+for its digest alone, and the part is looked for again once a minute. Parts are never changed or deleted: a record names a part only once it
 is committed.
 
 Must not: hold a part that differs from what the request sent (the digest is of the exact
@@ -16,6 +16,7 @@ JSON), or lose a part: when storing one fails, the record keeps it inline.
 from __future__ import annotations
 
 import hashlib
+import time
 import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -41,8 +42,13 @@ REF = "$request_part"
 """The one key of what stands in a record for a part: `{"$request_part": digest}`."""
 _KNOWN_MAX = 256
 """Digests remembered as stored per database (the least recently used go first)."""
-_known: weakref.WeakKeyDictionary[Database, OrderedDict[str, None]] = \
+KNOWN_SECONDS = 60.0
+"""How long a part is taken as stored without looking: a database restored or migrated down
+and up under a running server is seen within this time, and the part stored again."""
+_known: weakref.WeakKeyDictionary[Database, OrderedDict[str, float]] = \
     weakref.WeakKeyDictionary()
+"""Per database: digest -> when it was last seen stored (`_now()`)."""
+_now = time.monotonic
 _digests: dict[bytes, str] = {}
 """The digests of the parts met lately, by their JSON: hashing the same ~7 KB again for
 every tour costs more than looking it up."""
@@ -101,7 +107,8 @@ async def _stored(db: Database, digest: str, value: list[Any]) -> bool:
     known = _known.get(db)
     if known is None:
         known = _known[db] = OrderedDict()
-    if digest in known:
+    checked = known.get(digest)
+    if checked is not None and _now() - checked < KNOWN_SECONDS:
         known.move_to_end(digest)
         return True
     try:
@@ -117,7 +124,8 @@ async def _stored(db: Database, digest: str, value: list[Any]) -> bool:
         if not found:
             log.warning("request_part.not_stored", digest=digest)
             return False
-    known[digest] = None
+    known[digest] = _now()
+    known.move_to_end(digest)
     if len(known) > _KNOWN_MAX:
         known.popitem(last=False)
     return True

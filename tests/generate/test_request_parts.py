@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import text
 
 from evacore.core import Core
@@ -141,3 +143,23 @@ async def test_two_instances_storing_the_same_part_at_once_both_name_it(core: Co
     assert here["requests"][0]["body"]["tools"] == there["requests"][0]["body"]["tools"]
     assert list(here["requests"][0]["body"]["tools"]) == [request_parts.REF]
     assert len(await _parts(core)) == 1
+
+
+async def test_a_part_gone_from_the_database_is_stored_again_after_a_while(
+        core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database restored (or migrated down and up) under a running server loses parts this
+    process took as stored: once `KNOWN_SECONDS` passed they are looked for and stored
+    again, so later records never name a missing part for longer than that."""
+    tools = [_tool(f"tool_{i}", "Kept across a restore. " * 6) for i in range(6)]
+    first = await request_parts.shared(core.db, _diagnostics(tools))
+    async with core.session() as s:
+        await s.execute(text("DELETE FROM request_parts"))
+    soon = await request_parts.shared(core.db, _diagnostics(tools))  # within the minute
+    assert soon == first and await _parts(core) == []
+    later = time.monotonic() + request_parts.KNOWN_SECONDS + 1
+    monkeypatch.setattr(request_parts, "_now", lambda: later)
+    again = await request_parts.shared(core.db, _diagnostics(tools))
+    assert again == first and len(await _parts(core)) == 1
+    async with core.session() as s:
+        back = await request_parts.resolved(s, again)
+    assert back["requests"][0]["body"]["tools"] == tools
