@@ -6,8 +6,8 @@ request as before.
 
 A part is stored (redacted, in a transaction of its own, committed before the tour's record
 that names it) the first time this process meets it in a database; after that a tour pays
-for its digest alone, and the part is looked for again once a minute. Parts are never changed or deleted: a record names a part only once it
-is committed.
+for its digest alone, and the part is looked for again once a minute. Parts are never
+changed or deleted: a record names a part only once it is committed.
 
 Must not: hold a part that differs from what the request sent (the digest is of the exact
 JSON), or lose a part: when storing one fails, the record keeps it inline.

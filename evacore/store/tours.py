@@ -127,7 +127,9 @@ async def drop_answers(session: AsyncSession, tour_ids: list[str]) -> None:
         await session.execute(delete(ClientOpAnswer).where(ClientOpAnswer.tour_id.in_(tour_ids)))
 
 
-def tour_json(row: TourRow) -> dict[str, Any]:
+def tour_json(row: TourRow, diagnostics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The tour as the API shows it, redacted; `diagnostics`: the record's as read back
+    (`request_parts.resolved`), when the caller has them."""
     return {
         "id": row.id,
         "tour_id": row.id,
@@ -138,7 +140,8 @@ def tour_json(row: TourRow) -> dict[str, Any]:
         "message_id": row.message_id,
         "variant_id": row.variant_id,
         "error": redact_json(row.error),
-        "diagnostics": redact_json(row.diagnostics or {}),
+        "diagnostics": redact_json(row.diagnostics or {} if diagnostics is None
+                                   else diagnostics),
         "created_at": row.created_at.isoformat() if row.created_at else None,
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
     }

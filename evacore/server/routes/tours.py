@@ -11,7 +11,6 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field, StrictBool
 
 from evacore.errors import Conflict, NotFound
-from evacore.redact import redact_json
 from evacore.server.auth import AnyUser
 from evacore.server.deps import CoreDep, SessionDep
 from evacore.store import request_parts
@@ -30,10 +29,7 @@ async def _visible(session: Any, tour_id: str, who: Any) -> Any:
 @router.get("/tours/{tour_id}")
 async def get_tour(tour_id: str, who: AnyUser, core: CoreDep, session: SessionDep) -> dict[str, Any]:
     row = await _visible(session, tour_id, who)
-    out = repo.tour_json(row)
-    full = await request_parts.resolved(session, out["diagnostics"])
-    if full is not out["diagnostics"]:  # the parts, redacted as they are shown now
-        out["diagnostics"] = redact_json(full)
+    out = repo.tour_json(row, await request_parts.resolved(session, row.diagnostics or {}))
     running = core.tours.running.get(tour_id)
     if running is not None and row.status == "running":
         tour = running[0]
