@@ -25,7 +25,8 @@ from evacore.providers.base import TextTap
 
 FastText = Callable[[str, "FastLane"], "str | None"]
 """The text of one SSE `data:` payload that is a plain text delta and nothing else (for
-this lane: its `model` is the name the ordinary path saw last), else None."""
+this lane: its `model` is the name the ordinary path saw last, or the stream's first name
+when none was seen yet), else None."""
 
 
 class FastLane:
@@ -40,7 +41,8 @@ class FastLane:
         self.token = token
         self.closed = False
         self.model: str | None = None
-        """The model name the ordinary path saw last: a chunk naming another is left to it."""
+        """The model name the ordinary path saw last (or the stream's first, taken here before
+        it saw any): a chunk naming another is left to it."""
         self.state: object = None
         """What the adapter's `fast_text` keeps of this stream (`_chunk_template.py`)."""
 

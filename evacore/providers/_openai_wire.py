@@ -230,12 +230,15 @@ async def parse_openai_stream(
         )
     for call in tools.drain():
         yield call
+    if model is None and lane is not None:
+        model = lane.model  # named only in chunks the fast lane took
     yield Finish(normalise_finish(finish, tools.emitted > 0), usage, model)
 
 
 def _fast_choice(data: str, lane: FastLane) -> dict[str, Any] | None:
     """The one choice of a chunk that changes nothing but adds text (no usage, error,
-    finish, tool call or reasoning, the model the ordinary path saw last), else None."""
+    finish, tool call or reasoning, the model the ordinary path saw last or the stream's
+    first), else None."""
     try:
         chunk = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -244,7 +247,9 @@ def _fast_choice(data: str, lane: FastLane) -> dict[str, Any] | None:
         return None
     name = chunk.get("model")
     if name and name != lane.model:
-        return None
+        if lane.model is not None:
+            return None  # the ordinary path reads a change of model
+        lane.model = name  # the stream's first name, taken here (the answer's `Finish` reads it)
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1:
         return None

@@ -98,7 +98,9 @@ class Deadlines:
 
     def token_read(self) -> None:
         """A token was read while the guard is armed for the read in flight (the fast
-        lane): the guard moves on to the idle deadline from now, as a new read would."""
+        lane): the guard moves on to the idle deadline from now, as a new read would, and
+        the answer has begun (it is not retried from here on)."""
+        self.first_token_seen = True
         now = time.monotonic()
         if self._total_at <= now + self.timeouts.idle:
             self._guard_until, self._guard_which = self._total_at, "total"

@@ -36,6 +36,41 @@ async def test_r2_12_paced_deltas_take_the_fast_lane_and_are_stored_whole(
     assert (await messages(client, chat))[-1]["content"] == WORDS
 
 
+async def test_r2_12_a_first_token_that_comes_alone_takes_the_fast_lane_too(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    # the upstream's head comes at once, its first token a while later, as a model's does
+    openai_fake.script.add(Reply(text="Seven gulls sat on the wall.", model="served-7",
+                                 first_token_delay=0.15, token_delay=0.05))
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    events = await stream(client, chat, "Count.")
+    assert "".join(deltas(events)) == "Seven gulls sat on the wall."
+    tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+    diagnostics = (await tour_of(client, tour_id))["diagnostics"]
+    assert diagnostics["fast_lane_deltas"] == 6  # every word, the first one included
+    assert diagnostics["first_token_ms"] >= 150
+    answer = (await messages(client, chat))[-1]
+    assert answer["content"] == "Seven gulls sat on the wall."
+    active = next(v for v in answer["variants"] if v["id"] == answer["active_variant"])
+    assert active["model"] == "served-7" and active["status"] == "complete"
+
+
+async def test_r2_11_a_stream_cut_after_a_first_token_the_lane_took_is_not_retried(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    openai_fake.script.add(Reply(text="Seven gulls sat.", first_token_delay=0.1,
+                                 reset_after=1))
+    openai_fake.script.reply("never asked for")
+    chat = await new_chat(client, await fake_connection(
+        client, openai_fake, params={"retries": 2}))
+    events = await stream(client, chat, "Count.")
+    assert "".join(deltas(events)) == "Seven "  # once: the client had it, nothing replayed
+    assert events[-1][0] == "error"
+    assert len(openai_fake.generation_requests) == 1
+    tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+    assert (await tour_of(client, tour_id))["diagnostics"]["fast_lane_deltas"] == 1
+
+
 async def test_r2_12_stop_strings_keep_deltas_off_the_fast_lane(
     client: httpx.AsyncClient, openai_fake: FakeUpstream
 ) -> None:

@@ -167,3 +167,24 @@ def test_any_whole_chunk_reads_as_the_usual_read_reads_it(text: str, pad: str) -
     body = _event(head + orjson.dumps(text).decode() + pad + tail)
     # `usual` learned no shape yet: its chunk takes the decode, split and whole parse
     assert reader.texts(body) == usual.texts(body)
+
+
+async def test_a_streams_first_model_name_taken_by_the_lane_reaches_the_answer() -> None:
+    """A first text chunk the fast lane took (the ordinary path saw no chunk yet) names the
+    model; the answer's `Finish` carries it even when no later chunk names one."""
+    from evacore.providers._sse import SSEEvent
+    from evacore.providers.base import Finish
+
+    lane = _lane(model=None)
+    assert wire.fast_chat_text(_chunk("Hello"), lane) == "Hello"
+    assert lane.model == "m1"
+    # a chunk naming another model once the lane holds one is left to the ordinary path
+    assert wire.fast_chat_text(_chunk("x", model="m9"), lane) is None
+
+    async def rest():  # what the ordinary path reads after it: the finish, unnamed
+        yield SSEEvent("message", orjson.dumps({"choices": [
+            {"index": 0, "delta": {}, "finish_reason": "stop"}]}).decode())
+        yield SSEEvent("message", "[DONE]")
+
+    seen = [e async for e in wire.parse_openai_stream(rest(), None, chat=True, lane=lane)]  # type: ignore[arg-type]
+    assert isinstance(seen[-1], Finish) and seen[-1].model == "m1"

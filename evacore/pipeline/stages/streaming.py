@@ -65,14 +65,25 @@ class Streaming:
 
         def take(texts: list[str]) -> bool:
             """The fast lane: texts from the network read, written at once, or refused."""
-            nonlocal taken
+            nonlocal taken, first
             if abort.fired or not sink.write_now(
                     [("delta", {"text": texts[0]})] if len(texts) == 1
                     else [("delta", {"text": text}) for text in texts]):
                 return False
             parts.extend(texts)
             taken += len(texts)
+            if first:  # the answer's first text went out from the network read
+                first = False
+                tour.data["partial_tokens"] = True
+                tour.data["prefill_sent"] = True
+                tour.diagnostics["first_token_ms"] = round(
+                    (time.perf_counter() - tour.started) * 1000, 3)
             return True
+
+        if tap is not None and not prefix and not seam:
+            # nothing goes in front of the first text: it may take the lane too, which
+            # spares the tour's task a wake-up before the client's first token
+            tap.take = take
 
         try:
             async with contextlib.aclosing(events):
