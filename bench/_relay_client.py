@@ -35,6 +35,7 @@ class _Stream(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.done: asyncio.Future[None] | None = None
         self.first: float | None = None
+        self.last: float | None = None
         self.tokens = 0
         self.status = 0
         self.failed = False
@@ -51,7 +52,8 @@ class _Stream(asyncio.Protocol):
     def send(self, request: bytes) -> asyncio.Future[None]:
         assert self.transport is not None
         self.done = asyncio.get_running_loop().create_future()
-        self.first, self.tokens, self.status, self.failed = None, 0, 0, False
+        self.first, self.last = None, None
+        self.tokens, self.status, self.failed = 0, 0, False
         self.state = "head"
         self.transport.write(request)
         return self.done
@@ -108,8 +110,9 @@ class _Stream(asyncio.Protocol):
     def _seen(self, data: bytes) -> None:
         count = data.count(self.marker)
         if count:
+            self.last = time.perf_counter()
             if self.first is None:
-                self.first = time.perf_counter()
+                self.first = self.last
             self.tokens += count
         if self.error_marker is not None and self.error_marker in data:
             self.failed = True
@@ -137,6 +140,7 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     ttft: list[float] = []
     total: list[float] = []
+    tail: list[float] = []
     tokens = [0]
     unfinished = [0]
     errors: list[str] = []
@@ -182,6 +186,7 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
                     continue
                 ttft.append((proto.first or end) - t0)
                 total.append(end - t0)
+                tail.append(end - (proto.last or end))
         except asyncio.CancelledError:
             if in_flight and proto is not None:
                 unfinished[0] += 1
@@ -196,7 +201,7 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     elapsed = time.perf_counter() - started
-    return {"ttft": ttft, "total": total, "tokens": tokens[0], "errors": len(errors),
+    return {"ttft": ttft, "total": total, "tail": tail, "tokens": tokens[0], "errors": len(errors),
             "error_samples": errors[:5], "unfinished": unfinished[0], "elapsed": elapsed,
             "completed": len(total)}
 

@@ -296,6 +296,11 @@ def _scenario_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str,
         if s in ("s1", "long"):
             rows += [_row(f"{s}_{who}_total_p50_ms", _ms(r["total"], 0.5), "ms", note),
                      _row(f"{s}_{who}_total_p99_ms", _ms(r["total"], 0.99), "ms", note)]
+        if s in ("s2", "s3") and r.get("tail"):
+            rows.append(_row(f"{s}_{who}_tail_p50_ms", _ms(r["tail"], 0.5), "ms",
+                             f"{note}; from a stream's last token to its end (what comes "
+                             "after the answer's text: through evacore its save, the "
+                             "`message` and `done` events)"))
         if r["unfinished"] or s in ("s2", "s3"):
             rows.append(_row(f"{s}_{who}_unfinished", r["unfinished"], "streams",
                              "still streaming when the client stopped waiting "
