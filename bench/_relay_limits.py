@@ -189,6 +189,18 @@ def _first_token(rows: list[dict[str, Any]], ttft: float) -> str:
             "the request, uvicorn's task for it starting) or on the way to the client")
 
 
+def _tail(rows: list[dict[str, Any]]) -> str:
+    """` A stream's end waits too …` from the S2 tail rows of this run, if any."""
+    mine, direct = _value(rows, "s2_evacore_tail_p50_ms"), _value(rows, "s2_direct_tail_p50_ms")
+    if not (math.isfinite(mine) and math.isfinite(direct)):
+        return ""
+    return (f" A stream's end waits the same way: from its last token to its end S2's streams "
+            f"took {mine:.1f} ms p50 through generate (`s2_evacore_tail_p50_ms`) against "
+            f"{direct:.2f} ms directly: the rest of the upstream's answer read by the tour's "
+            "task (a pass), the save's CPU, then the channel's task writing `message`, `done` "
+            "and the end of the response (another pass).")
+
+
 def _load(rows: list[dict[str, Any]]) -> list[str]:
     rate = _value(rows, "s2_evacore_streams_per_s")
     share = _value(rows, "s2_evacore_cpu_share")
@@ -210,11 +222,14 @@ def _load(rows: list[dict[str, Any]]) -> list[str]:
          "for several passes of the event loop on its way: the loop noticing the request, "
          "uvicorn's task for it starting, the tour's task starting, the upstream's head "
          "arriving and waking the tour, its first chunk arriving (written from that "
-         "callback, the fast lane). Each pass first runs all the work that became ready "
+         "callback, the fast lane, when it comes after the head, as a model's first token "
+         "does; the benchmark's upstream sends it with the head, so the tour's task writes "
+         "it one pass later). Each pass first runs all the work that became ready "
          "meanwhile (other streams' tokens, other tours' stages), so a pass grows as the "
          "core's load nears all of it (roughly as 1 / (1 - load)): the tour's own stages "
          "take a few milliseconds of that wait, and S2's added TTFT of "
-         f"{ttft:.0f} ms is mostly the passes{_first_token(rows, ttft)}. It falls with the "
+         f"{ttft:.0f} ms is mostly the passes{_first_token(rows, ttft)}.{_tail(rows)} "
+         "It falls with the "
          "CPU a tour and a token cost, not with scheduling. Its database "
          "writes do not queue behind each other: a writer that finds the write gate free "
          "goes in at once, and a queue behind a holder that had to wait drains in one pass "
