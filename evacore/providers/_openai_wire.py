@@ -247,8 +247,8 @@ def _fast_choice(data: str, lane: FastLane) -> dict[str, Any] | None:
         return None
     name = chunk.get("model")
     if name and name != lane.model:
-        if lane.model is not None:
-            return None  # the ordinary path reads a change of model
+        if lane.model is not None or type(name) is not str:
+            return None  # the ordinary path reads a change of model (or an odd name)
         lane.model = name  # the stream's first name, taken here (the answer's `Finish` reads it)
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1:

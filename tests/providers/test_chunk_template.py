@@ -180,6 +180,9 @@ async def test_a_streams_first_model_name_taken_by_the_lane_reaches_the_answer()
     assert lane.model == "m1"
     # a chunk naming another model once the lane holds one is left to the ordinary path
     assert wire.fast_chat_text(_chunk("x", model="m9"), lane) is None
+    # a name that is no string is never taken as the stream's first
+    odd = _lane(model=None)
+    assert wire.fast_chat_text(_chunk("x", model=7), odd) is None and odd.model is None  # type: ignore[arg-type]
 
     async def rest():  # what the ordinary path reads after it: the finish, unnamed
         yield SSEEvent("message", orjson.dumps({"choices": [
