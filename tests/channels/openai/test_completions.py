@@ -172,3 +172,24 @@ async def test_r14_1_a_paced_stream_takes_the_fast_lane_chunk_by_chunk(
     assert len({c.id for c in chunks}) == 1  # every chunk, the fast lane's too, of one completion
     tour = (await client.get(f"/v1/tours/{tour_id}")).json()
     assert tour["diagnostics"]["fast_lane_deltas"] >= 20
+
+
+async def test_r14_1_a_first_token_that_comes_alone_opens_the_stream_then_the_lane_runs(
+    oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
+) -> None:
+    # the upstream's head at once, its first token later: the first word opens the response
+    # (until it comes a failure is still a plain HTTP error), every later one is written
+    # from the network read; the client sees the role chunk first and every word in order
+    upstream.script.reply("Seven gulls sat on the wall.", first_token_delay=0.15,
+                          token_delay=0.05)
+    async with oai.chat.completions.with_streaming_response.create(
+            model="@up", messages=[{"role": "user", "content": "Count."}],
+            stream=True) as response:
+        chunks = [c async for c in await response.parse()]
+        tour_id = response.headers["x-evacore-tour"]
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].delta.content for c in chunks[1:-1]] == [
+        "Seven ", "gulls ", "sat ", "on ", "the ", "wall."]
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    tour = (await client.get(f"/v1/tours/{tour_id}")).json()
+    assert tour["diagnostics"]["fast_lane_deltas"] == 5
