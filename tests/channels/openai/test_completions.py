@@ -4,6 +4,7 @@ and without usage), sampler fields and images reaching the upstream, client syst
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import httpx
 import openai
@@ -161,17 +162,23 @@ async def test_r14_1_a_paced_stream_takes_the_fast_lane_chunk_by_chunk(
 ) -> None:
     words = " ".join(f"w{i}" for i in range(40))
     upstream.script.reply(words, token_delay=0.005)
+    chunks, tour = await _streamed_with_tour(oai, client)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == words
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert len({c.id for c in chunks}) == 1  # every chunk, the fast lane's too, of one completion
+    assert tour["diagnostics"]["fast_lane_deltas"] >= 20
+
+
+async def _streamed_with_tour(oai: openai.AsyncOpenAI, client: httpx.AsyncClient
+                              ) -> tuple[list[Any], dict[str, Any]]:
+    """A streamed completion's chunks as the SDK parses them, and its tour's record."""
     async with oai.chat.completions.with_streaming_response.create(
             model="@up", messages=[{"role": "user", "content": "Count."}],
             stream=True) as response:
         chunks = [c async for c in await response.parse()]
         tour_id = response.headers["x-evacore-tour"]
-    assert chunks[0].choices[0].delta.role == "assistant"
-    assert "".join(c.choices[0].delta.content or "" for c in chunks) == words
-    assert chunks[-1].choices[0].finish_reason == "stop"
-    assert len({c.id for c in chunks}) == 1  # every chunk, the fast lane's too, of one completion
-    tour = (await client.get(f"/v1/tours/{tour_id}")).json()
-    assert tour["diagnostics"]["fast_lane_deltas"] >= 20
+    return chunks, (await client.get(f"/v1/tours/{tour_id}")).json()
 
 
 async def test_r14_1_a_first_token_that_comes_alone_opens_the_stream_then_the_lane_runs(
@@ -182,14 +189,9 @@ async def test_r14_1_a_first_token_that_comes_alone_opens_the_stream_then_the_la
     # from the network read; the client sees the role chunk first and every word in order
     upstream.script.reply("Seven gulls sat on the wall.", first_token_delay=0.15,
                           token_delay=0.05)
-    async with oai.chat.completions.with_streaming_response.create(
-            model="@up", messages=[{"role": "user", "content": "Count."}],
-            stream=True) as response:
-        chunks = [c async for c in await response.parse()]
-        tour_id = response.headers["x-evacore-tour"]
+    chunks, tour = await _streamed_with_tour(oai, client)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert [c.choices[0].delta.content for c in chunks[1:-1]] == [
         "Seven ", "gulls ", "sat ", "on ", "the ", "wall."]
     assert chunks[-1].choices[0].finish_reason == "stop"
-    tour = (await client.get(f"/v1/tours/{tour_id}")).json()
     assert tour["diagnostics"]["fast_lane_deltas"] == 5
