@@ -1,5 +1,6 @@
 """The relay benchmark's load client: N keep-alive HTTP/1.1 streams on raw asyncio protocols
-(uvloop when installed), timing the first token, the last token and the end of each streamed answer.
+(uvloop when installed), timing the first token, the last token and the end of each streamed
+answer.
 
 Must not: parse JSON or SSE beyond counting a marker per chunk: the client must stay cheap
 enough that the server under test, not the client, is what is measured. Loopback only.
