@@ -66,8 +66,8 @@ async def shared(db: Database, diagnostics: dict[str, Any]) -> dict[str, Any]:
     out: list[Any] = []
     changed = False
     for request in requests:
-        body = request.get("body") if isinstance(request, dict) else None
-        if isinstance(body, dict):
+        body = _body(request)
+        if body is not None:
             new_body = await _share_body(db, body)
             if new_body is not body:
                 request = {**request, "body": new_body}
@@ -137,8 +137,8 @@ async def resolved(session: AsyncSession, diagnostics: dict[str, Any]) -> dict[s
     requests = diagnostics.get("requests")
     if not isinstance(requests, list):
         return diagnostics
-    wanted = {digest for body in _bodies(requests) for value in body.values()
-              if (digest := _digest(value)) is not None}
+    wanted = {digest for request in requests if (body := _body(request)) is not None
+              for value in body.values() if (digest := _digest(value)) is not None}
     if not wanted:
         return diagnostics
     rows = await session.execute(
@@ -151,8 +151,8 @@ async def resolved(session: AsyncSession, diagnostics: dict[str, Any]) -> dict[s
 
     out = []
     for request in requests:
-        body = request.get("body") if isinstance(request, dict) else None
-        if isinstance(body, dict):
+        body = _body(request)
+        if body is not None:
             request = {**request, "body": {key: part(value) for key, value in body.items()}}
         out.append(request)
     return {**diagnostics, "requests": out}
@@ -167,6 +167,7 @@ def _digest(value: Any) -> str | None:
     return None
 
 
-def _bodies(requests: list[Any]) -> list[dict[str, Any]]:
-    return [request["body"] for request in requests
-            if isinstance(request, dict) and isinstance(request.get("body"), dict)]
+def _body(request: Any) -> dict[str, Any] | None:
+    """A stored request's body, when it is a JSON object."""
+    body = request.get("body") if isinstance(request, dict) else None
+    return body if isinstance(body, dict) else None

@@ -63,9 +63,15 @@ class Streaming:
         taken = 0
         abort = tour.abort
 
+        def first_out(now: float) -> None:
+            """The first token the client gets, timed from the request."""
+            nonlocal first
+            first = False
+            tour.diagnostics["first_token_ms"] = round((now - tour.started) * 1000, 3)
+
         def take(texts: list[str]) -> bool:
             """The fast lane: texts from the network read, written at once, or refused."""
-            nonlocal taken, first
+            nonlocal taken
             if abort.fired or not sink.write_now(
                     [("delta", {"text": texts[0]})] if len(texts) == 1
                     else [("delta", {"text": text}) for text in texts]):
@@ -73,11 +79,8 @@ class Streaming:
             parts.extend(texts)
             taken += len(texts)
             if first:  # the answer's first text went out from the network read
-                first = False
-                tour.data["partial_tokens"] = True
-                tour.data["prefill_sent"] = True
-                tour.diagnostics["first_token_ms"] = round(
-                    (time.perf_counter() - tour.started) * 1000, 3)
+                tour.data["partial_tokens"] = tour.data["prefill_sent"] = True
+                first_out(time.perf_counter())
             return True
 
         if tap is not None and not prefix and not seam:
@@ -117,10 +120,7 @@ class Streaming:
                                     await asyncio.sleep(0)  # the channel writes what is queued
                             last_at = now
                             if first:
-                                # the first token the client gets, timed from the request
-                                first = False
-                                tour.diagnostics["first_token_ms"] = round(
-                                    (now - tour.started) * 1000, 3)
+                                first_out(now)
                             if written and tap is not None and tap.take is None:
                                 tap.take = take  # the next plain texts may skip this task
                     elif isinstance(event, ToolCall):
