@@ -6,6 +6,7 @@ Must not: hold logic beyond argument handling and printing; it drives the Core.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Annotated
 
 import typer
@@ -47,9 +48,11 @@ def serve(
 ) -> None:
     """Run the HTTP server (default 127.0.0.1:8700)."""
     import uvicorn
+    from uvicorn.main import STARTUP_FAILURE
 
     from evacore.logs import configure_logging
     from evacore.server.app import create_app
+    from evacore.server.serving import QuietServer
 
     settings = load_settings()
     configure_logging(settings.log_format, settings.log_level)
@@ -57,10 +60,15 @@ def serve(
                "log_config": None, "access_log": False, "timeout_graceful_shutdown": 5}
     if workers > 1:
         # Each worker is an instance of its own (its own id, heartbeat and tours); they
-        # share the database, and any of them answers any request.
+        # share the database, and any of them answers any request. uvicorn's supervisor
+        # makes its own servers: they tick ten times a second, as uvicorn does.
         uvicorn.run("evacore.server.app:create_app", factory=True, workers=workers, **options)
         return
-    uvicorn.run(create_app(settings, serving=True), **options)
+    server = QuietServer(uvicorn.Config(create_app(settings, serving=True), **options))
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        raise typer.Exit(STARTUP_FAILURE)
 
 
 @db_app.command("upgrade")

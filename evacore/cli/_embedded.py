@@ -25,13 +25,14 @@ from evacore.channels.terminal.api import Api
 from evacore.config import Settings
 from evacore.core import Core, start_core
 from evacore.server.app import create_app
+from evacore.server.serving import QuietServer
 from evacore.store.tables import User
 from evacore.store.users import new_user_token, revoke_token
 
 START_SECONDS = 30.0
 
 
-class _InProcessServer(uvicorn.Server):
+class _InProcessServer(QuietServer):
     """uvicorn without its signal handlers: Ctrl-C belongs to the chat, not to the server."""
 
     @contextlib.contextmanager

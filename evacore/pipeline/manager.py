@@ -22,6 +22,7 @@ from evacore.pipeline.request import TourRequest, tour_for
 from evacore.pipeline.runner import run_tour
 from evacore.pipeline.tour import Tour
 from evacore.store import tours as tour_store
+from evacore.ticks import sleep_to_next
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -143,7 +144,7 @@ class TourManager:
         answers posted to another instance, both within ABORT_POLL_SECONDS."""
         broker = self.core.client_ops
         while self.running:
-            await asyncio.sleep(ABORT_POLL_SECONDS)
+            await sleep_to_next(ABORT_POLL_SECONDS)
             if not self.running:
                 break
             try:

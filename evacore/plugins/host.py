@@ -24,6 +24,7 @@ from evacore.plugins.context import CtxBase
 from evacore.plugins.manager import PluginManager
 from evacore.prompt.changelog import ChangeLog
 from evacore.store.tables import PluginRecord
+from evacore.ticks import sleep_to_next
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,7 +69,7 @@ class PluginHost:
     def start_sync(self, db: Database, every: float = SYNC_SECONDS) -> None:
         async def run() -> None:
             while True:
-                await asyncio.sleep(every)
+                await sleep_to_next(every)
                 try:
                     async with db.session() as s:
                         await self.refresh(s)

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from evacore.domain.ids import utcnow
 from evacore.logs import get_logger
 from evacore.store.tables import Instance, Tour
+from evacore.ticks import sleep_to_next
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -145,7 +146,7 @@ class Heartbeat:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.every)
+            await sleep_to_next(self.every)
             try:
                 await self.beat()
             except Exception:

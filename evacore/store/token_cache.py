@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from evacore.logs import get_logger
 from evacore.store import direct
 from evacore.store.tables import Setting
+from evacore.ticks import sleep_to_next
 
 if TYPE_CHECKING:
     from evacore.store.db import Database
@@ -100,7 +101,7 @@ class TokenCache:
         nothing. The epoch it read last stays the baseline: a change made while it slept
         clears the answers remembered after it at the next watch's first read."""
         while self._known:
-            await asyncio.sleep(self.poll_seconds)
+            await sleep_to_next(self.poll_seconds)
             now = time.monotonic()
             self._known = {k: hit for k, hit in self._known.items() if hit[0] > now}
             if not self._known:

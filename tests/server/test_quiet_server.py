@@ -1,0 +1,141 @@
+"""An idle `evacore serve` sleeps: its server loop and its pollers wake on one shared
+clock, about once a second (uvicorn's own loop woke ten times a second), and it still
+stops at once when told to."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from sqlalchemy import select
+
+from evacore import ticks
+from evacore.server import serving
+from evacore.server.serving import QuietServer
+from evacore.store.db import Database, create_engine
+from evacore.store.tables import Instance
+from tests.helpers import ServerProcess, free_port
+
+TOKEN = "quiet-master-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def idle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    data = tmp_path_factory.mktemp("quiet")
+    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'evacore.db'}",
+                        TOKEN).start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+def _wakeups(pid: int) -> int:
+    """How many times the process's threads were put on a CPU (the scheduler's count)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[2])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended meanwhile
+    return total
+
+
+def test_an_idle_server_wakes_about_once_a_second(idle_server: ServerProcess) -> None:
+    assert idle_server.proc is not None
+    time.sleep(1.0)  # start-up's own work done
+    before = _wakeups(idle_server.proc.pid)
+    time.sleep(4.0)
+    woke = _wakeups(idle_server.proc.pid) - before
+    # the shared tick (4), the plugin sync (2) and the heartbeat (1) in the same passes,
+    # a database thread hop each; uvicorn's own loop alone woke 40 times in as long
+    assert woke <= 16, woke
+
+
+def test_the_idle_server_still_answers_with_a_current_date(idle_server: ServerProcess) -> None:
+    r = httpx.get(idle_server.url + "/v1/health", timeout=5)
+    assert r.status_code == 200
+    sent = httpx.Response(200, headers={"date": r.headers["date"]})
+    from email.utils import parsedate_to_datetime
+
+    assert abs(parsedate_to_datetime(sent.headers["date"]).timestamp() - time.time()) < 3
+
+
+async def test_sigterm_stops_the_idle_server_cleanly(tmp_path: Path) -> None:
+    db_url = f"sqlite+aiosqlite:///{tmp_path / 'e.db'}"
+    srv = ServerProcess(tmp_path / "data", db_url, TOKEN).start()
+    assert srv.proc is not None
+    started = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    # uvicorn re-raises the signal once it has shut down: the process ends by it
+    assert await asyncio.to_thread(srv.proc.wait, 15) in (0, -signal.SIGTERM)
+    assert time.monotonic() - started < 10
+    db = Database(create_engine(db_url))
+    try:
+        async with db.session() as s:  # its shutdown ran: it left the instance register
+            assert (await s.scalars(select(Instance))).all() == []
+    finally:
+        await db.engine.dispose()
+
+
+async def _app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+    await send({"type": "http.response.body", "body": b"ok"})  # type: ignore[operator]
+
+
+class _Embedded(QuietServer):
+    """Without signal handlers (as the terminal's embedded server runs): uvicorn re-raises
+    a signal it handled once it stops, which would end the test run."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _started(server: QuietServer) -> asyncio.Task[None]:
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done()
+        await asyncio.sleep(0.01)
+    return task
+
+
+@pytest.mark.parametrize("how", ["should_exit", "signal"])
+async def test_told_to_stop_it_stops_at_once_not_at_its_next_tick(
+        monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    monkeypatch.setattr(serving, "TICK_SECONDS", 30.0)  # only the wake-up can stop it soon
+    port = free_port()
+    server = _Embedded(uvicorn.Config(_app, host="127.0.0.1", port=port, lifespan="off",
+                                        log_config=None, access_log=False))
+    task = await _started(server)
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(f"http://127.0.0.1:{port}/")).text == "ok"
+    await asyncio.sleep(0.2)  # the main loop is asleep in its tick
+    started = time.monotonic()
+    if how == "signal":  # what uvicorn's signal handler does, from outside the loop
+        threading.Thread(target=server.handle_exit, args=(signal.SIGTERM, None)).start()
+    else:
+        threading.Thread(target=setattr, args=(server, "should_exit", True)).start()
+    await asyncio.wait_for(task, 5)
+    assert time.monotonic() - started < 1.0
+
+
+def test_pollers_wake_on_one_grid() -> None:
+    # a half-second poller and a two-second one, asked at different moments, wake together
+    half = 12.34 + ticks.until_next(12.34, 0.5)
+    two = 12.71 + ticks.until_next(12.71, 2.0)
+    assert half == pytest.approx(12.5) and two == pytest.approx(14.0)
+    assert (two - 12.5) % 0.5 == pytest.approx(0.0)
+    # woken a hair early, a poller waits for the next boundary, not for the one it just met
+    assert ticks.until_next(13.999, 0.5) == pytest.approx(0.501)
+    assert ticks.until_next(14.0, 0.5) == pytest.approx(0.5)
