@@ -40,6 +40,7 @@ STAGES_BEFORE_STREAMING = ("user_input", "macros", "character", "lorebook", "mem
 """The stages a tour runs before its streaming stage (their names in its timings)."""
 """Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
 IDLE_RSS_MB = 150.0
+IDLE_SECONDS = 4.0
 PER_STREAM_KB = 100.0
 PROMPT = "Hello there, how are you today?"
 WARM_TOURS = 5
@@ -556,6 +557,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             setup.warm_facade(setup.chats(connections[(s1.tokens, 0)], 1)[0],
                               "@" + _model_name(s1.tokens, 0))
             rss_idle = procs.rss_bytes(server.pid)
+            idle = _idle(server.pid)
             speed_before = procs.calibrate()
             wakeups_before = procs.calibrate_wakeups()
             ticks0, ns0 = procs.cpu_seconds(server.pid), procs.cpu_ns(server.pid)
@@ -582,6 +584,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         _row("rss_idle_mb", round(rss_idle / mb, 1), "MB",
              f"after start, setup and {WARM_TOURS} warm-up tours ({rss_start / mb:.1f} MB right "
              "after start)", f"<= {IDLE_RSS_MB:g} MB", rss_idle / mb <= IDLE_RSS_MB),
+        _row("idle_cpu_ms_per_s", round(idle[0], 2), "ms",
+             f"evacore's CPU per second of wall time with no request, over {IDLE_SECONDS:g} s "
+             "starting 1 s after the warm-up tours (its tokens still trusted, so the auth "
+             "epoch's poll runs too): its server loop and pollers"),
+        _row("idle_wakeups_per_s", round(idle[1], 2), "x",
+             "times evacore's threads were put on a CPU per second in the same window "
+             "(schedstat): its pollers share one clock, so they wake together"),
         _row("litellm_proxy", None, "", _litellm_note(program)),
         _row("pinning", None, "", pin_note),
         _row("cpu_clock_check", round(ticks / nanos, 3) if nanos else None, "x",
@@ -603,6 +612,15 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
          "runs": 2},
     ]
     return rows
+
+
+def _idle(pid: int) -> tuple[float, float]:
+    """(ms of CPU, wake-ups) per second of a process left alone for IDLE_SECONDS."""
+    time.sleep(1.0)  # the warm-up's last save and its first poll behind it
+    cpu0, runs0 = procs.sched(pid)
+    time.sleep(IDLE_SECONDS)
+    cpu1, runs1 = procs.sched(pid)
+    return (cpu1 - cpu0) / 1e6 / IDLE_SECONDS, (runs1 - runs0) / IDLE_SECONDS
 
 
 def _warm_litellm(url: str, model: str, tours: int = WARM_TOURS) -> None:
