@@ -13,7 +13,7 @@ import evacore
 ROOT = Path(evacore.__file__).parent
 
 LAYERS: list[set[str]] = [
-    {"evacore", "errors", "redact", "logs", "eager", "domain"},
+    {"evacore", "errors", "redact", "logs", "eager", "ticks", "domain"},
     {"prompt", "render", "tokenize", "providers", "shift", "macros", "lore", "rules", "formats"},
     {"store"},
     {"memory", "services"},
@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
 ]
 LAYER = {pkg: n for n, pkgs in enumerate(LAYERS) for pkg in pkgs}
 STRICT = {"store", "lore", "memory", "rules", "render", "tokenize", "providers", "formats",
-          "macros", "shift", "prompt", "domain", "errors", "redact", "logs", "eager"}
+          "macros", "shift", "prompt", "domain", "errors", "redact", "logs", "eager", "ticks"}
 """Packages that may not even name an upper package for type checking."""
 UPPER = {"core", "pipeline", "channels", "server", "cli"}
 
