@@ -99,6 +99,18 @@ class EventSink:
             pending.add_done_callback(self._written)
         return True
 
+    def queue_now(self, batch: Batch) -> bool:
+        """Queue `batch` for the channel's reader from any callback, when `write_now` could
+        not write it (no writer offered yet, as before the facade starts its response, or a
+        write in progress): the reader is woken, the producer's task is not. False (nothing
+        done) when nobody reads, the sink is closed or its queue is full: the producer's
+        task then queues it itself and waits for room (the back-pressure)."""
+        if self.closed or not self._readers or self.queued_bytes >= self.max_bytes:
+            return False
+        for name, data in batch:
+            self.emit(name, data)
+        return True
+
     def _written(self, _: object) -> None:
         self._pending = None
         self._writing = False

@@ -143,3 +143,37 @@ async def test_r12_4_a_fast_write_waits_behind_any_other_queued_event(queued: st
     assert written == [] and [n for n, _ in sink.queued()] == ["delta", queued]
     assert [n for n, _ in await waiting] == ["delta", queued]
     await reader.aclose()
+
+
+async def test_r12_4_the_fast_lane_queues_for_a_reader_no_writer_serves_yet() -> None:
+    """Before a channel offers a writer (the facade waits for the first text to start its
+    response) the fast lane's batch is queued from the read itself, after what waits, and
+    the reader is woken for it."""
+    sink = EventSink()
+    reader, waiting = await _reading(sink)
+    sink.emit("tool_call", {"name": "x"})
+    assert not sink.write_now([("delta", {"text": "a"})])  # no writer: nothing written
+    assert sink.queue_now([("delta", {"text": "a"}), ("delta", {"text": "b"})])
+    batch = await asyncio.wait_for(waiting, 1)
+    assert batch == [("tool_call", {"name": "x"}), ("delta", {"text": "a"}),
+                     ("delta", {"text": "b"})]
+    assert sink.queued_bytes == 0
+    await reader.aclose()
+
+
+async def test_r12_4_the_fast_lane_never_queues_past_the_bound_nor_for_nobody() -> None:
+    """A full queue, a sink nobody reads or one closed refuses: the producer's task then
+    queues the text itself and waits for room, so the queue stays bounded."""
+    nobody = EventSink()
+    assert not nobody.queue_now([("delta", {"text": "a"})]) and nobody.queued() == []
+    sink = EventSink(max_bytes=cost("delta", {"text": "x" * 100}) * 2)
+    reader, waiting = await _reading(sink)
+    assert sink.queue_now([("delta", {"text": "x" * 100})])
+    assert sink.queue_now([("delta", {"text": "x" * 100})])
+    assert sink.full  # the reader has not run yet
+    assert not sink.queue_now([("delta", {"text": "y"})])
+    assert [d["text"][0] for _, d in sink.queued()] == ["x", "x"]
+    sink.close()
+    assert not sink.queue_now([("delta", {"text": "z"})])
+    assert [d["text"][0] for _, d in await waiting] == ["x", "x"]
+    await reader.aclose()

@@ -70,11 +70,14 @@ class Streaming:
             tour.diagnostics["first_token_ms"] = round((now - tour.started) * 1000, 3)
 
         def take(texts: list[str]) -> bool:
-            """The fast lane: texts from the network read, written at once, or refused."""
+            """The fast lane: texts from the network read, written at once or queued for
+            the channel's task (this tour's task is not woken for them), or refused."""
             nonlocal taken
-            if abort.fired or not sink.write_now(
-                    [("delta", {"text": texts[0]})] if len(texts) == 1
-                    else [("delta", {"text": text}) for text in texts]):
+            if abort.fired:
+                return False
+            batch = ([("delta", {"text": texts[0]})] if len(texts) == 1
+                     else [("delta", {"text": text}) for text in texts])
+            if not (sink.write_now(batch) or sink.queue_now(batch)):
                 return False
             parts.extend(texts)
             taken += len(texts)

@@ -181,12 +181,13 @@ async def _streamed_with_tour(oai: openai.AsyncOpenAI, client: httpx.AsyncClient
     return chunks, (await client.get(f"/v1/tours/{tour_id}")).json()
 
 
-async def test_r14_1_a_first_token_that_comes_alone_opens_the_stream_then_the_lane_runs(
+async def test_r14_1_a_first_token_that_comes_alone_takes_the_lane_and_opens_the_stream(
     oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
 ) -> None:
-    # the upstream's head at once, its first token later: the first word opens the response
-    # (until it comes a failure is still a plain HTTP error), every later one is written
-    # from the network read; the client sees the role chunk first and every word in order
+    # the upstream's head at once, its first token later: the first word is queued from the
+    # network read for the route's task, which opens the response with it (until it comes a
+    # failure is still a plain HTTP error); every later one is written from the read; the
+    # client sees the role chunk first and every word in order
     upstream.script.reply("Seven gulls sat on the wall.", first_token_delay=0.15,
                           token_delay=0.05)
     chunks, tour = await _streamed_with_tour(oai, client)
@@ -194,4 +195,4 @@ async def test_r14_1_a_first_token_that_comes_alone_opens_the_stream_then_the_la
     assert [c.choices[0].delta.content for c in chunks[1:-1]] == [
         "Seven ", "gulls ", "sat ", "on ", "the ", "wall."]
     assert chunks[-1].choices[0].finish_reason == "stop"
-    assert tour["diagnostics"]["fast_lane_deltas"] == 5
+    assert tour["diagnostics"]["fast_lane_deltas"] == 6  # the tour's task woke for none
