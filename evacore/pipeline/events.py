@@ -103,9 +103,11 @@ class EventSink:
         """Queue `batch` for the channel's reader from any callback, when `write_now` could
         not write it (no writer offered yet, as before the facade starts its response, or a
         write in progress): the reader is woken, the producer's task is not. False (nothing
-        done) when nobody reads, the sink is closed or its queue is full: the producer's
-        task then queues it itself and waits for room (the back-pressure)."""
-        if self.closed or not self._readers or self.queued_bytes >= self.max_bytes:
+        done) when nobody reads, the sink is closed or the batch would fill its queue: the
+        producer's task then queues it itself and waits for room (the back-pressure), so
+        the queue never holds more than `max_bytes` and one event."""
+        if (self.closed or not self._readers or self.queued_bytes
+                + sum(cost(name, data) for name, data in batch) > self.max_bytes):
             return False
         for name, data in batch:
             self.emit(name, data)

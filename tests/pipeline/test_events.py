@@ -169,7 +169,8 @@ async def test_r12_4_the_fast_lane_never_queues_past_the_bound_nor_for_nobody() 
     sink = EventSink(max_bytes=cost("delta", {"text": "x" * 100}) * 2)
     reader, waiting = await _reading(sink)
     assert sink.queue_now([("delta", {"text": "x" * 100})])
-    assert sink.queue_now([("delta", {"text": "x" * 100})])
+    assert not sink.queue_now([("delta", {"text": "x" * 100}), ("delta", {"text": "w"})])
+    assert sink.queue_now([("delta", {"text": "x" * 100})])  # the queue just full, not past
     assert sink.full  # the reader has not run yet
     assert not sink.queue_now([("delta", {"text": "y"})])
     assert [d["text"][0] for _, d in sink.queued()] == ["x", "x"]
