@@ -22,20 +22,14 @@ from evacore.server import serving
 from evacore.server.serving import QuietServer
 from evacore.store.db import Database, create_engine
 from evacore.store.tables import Instance
-from tests.helpers import ServerProcess, free_port
+from tests.helpers import ServerProcess, free_port, served_on_sqlite
 
 TOKEN = "quiet-master-token-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
 def idle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data = tmp_path_factory.mktemp("quiet")
-    srv = ServerProcess(data / "data", f"sqlite+aiosqlite:///{data / 'evacore.db'}",
-                        TOKEN).start()
-    try:
-        yield srv
-    finally:
-        srv.kill()
+    yield from served_on_sqlite(tmp_path_factory, "quiet", TOKEN)
 
 
 def _wakeups(pid: int) -> int:
