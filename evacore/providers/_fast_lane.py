@@ -1,6 +1,6 @@
 """The fast lane of a relayed answer: plain text deltas parsed in the network read's own
-callback and handed to the consumer's `TextTap`, with no task woken and no event object
-made per token.
+callback and handed to the consumer's `TextTap`, without waking the consumer's task and
+with no event object made per token.
 
 A chunk is taken only whole, and only when everything before it has been read and decoded:
 the reader is parked waiting for data, the SSE decoder holds no partial line, event or
