@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -162,6 +163,20 @@ def sched(pid: int) -> tuple[int, int]:
         except (OSError, ValueError, IndexError):
             continue  # the thread ended between the listing and the read
     return ns, runs
+
+
+def sleeps(pid: int) -> int:
+    """How many times the live threads of the process went to sleep of their own accord
+    (`voluntary_ctxt_switches`): its wake-ups, without the preemptions a busy core adds."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found = re.search(r"^voluntary_ctxt_switches:\s+(\d+)",
+                              (task / "status").read_text(), re.MULTILINE)
+        except OSError:
+            continue  # the thread ended between the listing and the read
+        total += int(found.group(1)) if found else 0
+    return total
 
 
 def rss_bytes(pid: int) -> int:

@@ -589,8 +589,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              "starting 1 s after the warm-up tours (its tokens still trusted, so the auth "
              "epoch's poll runs too): its server loop and pollers"),
         _row("idle_wakeups_per_s", round(idle[1], 2), "x",
-             "times evacore's threads were put on a CPU per second in the same window "
-             "(schedstat): its pollers share one clock, so they wake together"),
+             "times evacore's threads woke from a sleep of their own per second in the same "
+             "window (voluntary context switches, so a busy core's preemptions do not count): "
+             "its pollers share one clock, so they wake together"),
         _row("litellm_proxy", None, "", _litellm_note(program)),
         _row("pinning", None, "", pin_note),
         _row("cpu_clock_check", round(ticks / nanos, 3) if nanos else None, "x",
@@ -617,10 +618,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def _idle(pid: int) -> tuple[float, float]:
     """(ms of CPU, wake-ups) per second of a process left alone for IDLE_SECONDS."""
     time.sleep(1.0)  # the warm-up's last save and its first poll behind it
-    cpu0, runs0 = procs.sched(pid)
+    cpu0, sleeps0 = procs.sched(pid)[0], procs.sleeps(pid)
     time.sleep(IDLE_SECONDS)
-    cpu1, runs1 = procs.sched(pid)
-    return (cpu1 - cpu0) / 1e6 / IDLE_SECONDS, (runs1 - runs0) / IDLE_SECONDS
+    cpu1, sleeps1 = procs.sched(pid)[0], procs.sleeps(pid)
+    return (cpu1 - cpu0) / 1e6 / IDLE_SECONDS, (sleeps1 - sleeps0) / IDLE_SECONDS
 
 
 def _warm_litellm(url: str, model: str, tours: int = WARM_TOURS) -> None:
