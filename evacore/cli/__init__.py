@@ -52,7 +52,7 @@ def serve(
 
     from evacore.logs import configure_logging
     from evacore.server.app import create_app
-    from evacore.server.serving import QuietServer
+    from evacore.server.serving import QuietServer, serve_workers
 
     settings = load_settings()
     configure_logging(settings.log_format, settings.log_level)
@@ -60,9 +60,10 @@ def serve(
                "log_config": None, "access_log": False, "timeout_graceful_shutdown": 5}
     if workers > 1:
         # Each worker is an instance of its own (its own id, heartbeat and tours); they
-        # share the database, and any of them answers any request. uvicorn's supervisor
-        # makes its own servers: they tick ten times a second, as uvicorn does.
-        uvicorn.run("evacore.server.app:create_app", factory=True, workers=workers, **options)
+        # share the database, and any of them answers any request.
+        with contextlib.suppress(KeyboardInterrupt):
+            serve_workers(uvicorn.Config("evacore.server.app:create_app", factory=True,
+                                         workers=workers, **options))
         return
     server = QuietServer(uvicorn.Config(create_app(settings, serving=True), **options))
     with contextlib.suppress(KeyboardInterrupt):

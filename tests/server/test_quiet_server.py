@@ -34,11 +34,13 @@ def idle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
     yield from served_on_sqlite(tmp_path_factory, "quiet", TOKEN)
 
 
-def _wakeups(pid: int) -> int:
-    """How many times the process's threads went to sleep of their own accord (each such
-    sleep ends in a wake-up); being preempted by a busy machine does not count."""
+def _wakeups(pid: int, main_only: bool = False) -> int:
+    """How many times the process's threads (or its main thread, the event loop's) went to
+    sleep of their own accord (each such sleep ends in a wake-up); being preempted by a busy
+    machine does not count."""
     total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    tasks = Path(f"/proc/{pid}/task")
+    for task in [tasks / str(pid)] if main_only else tasks.iterdir():
         try:
             status = (task / "status").read_text()
         except (FileNotFoundError, ProcessLookupError):
@@ -77,6 +79,45 @@ async def test_sigterm_stops_the_idle_server_cleanly(tmp_path: Path) -> None:
     db = Database(create_engine(db_url))
     try:
         async with db.session() as s:  # its shutdown ran: it left the instance register
+            assert (await s.scalars(select(Instance))).all() == []
+    finally:
+        await db.engine.dispose()
+
+
+def _workers(pid: int) -> list[int]:
+    """The worker processes of `evacore serve --workers` (spawned by uvicorn's supervisor)."""
+    found = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        if b"spawn_main" in cmdline:
+            found.append(int(child))
+    return found
+
+
+async def test_idle_workers_sleep_too_and_stop_cleanly(tmp_path: Path) -> None:
+    """`--workers N` runs uvicorn's supervisor with quiet servers in its workers: a worker's
+    event loop wakes about once a second (uvicorn's own server woke it ten times a second;
+    the supervisor's health check, twice a second, wakes a thread of its own)."""
+    db_url = f"sqlite+aiosqlite:///{tmp_path / 'e.db'}"
+    srv = ServerProcess(tmp_path / "data", db_url, TOKEN, args=("--workers", "2")).start()
+    assert srv.proc is not None
+    try:
+        deadline = time.monotonic() + 20
+        while len(workers := _workers(srv.proc.pid)) < 2:
+            assert time.monotonic() < deadline, "the workers did not start"
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2.0)  # their start-up's own work done
+        before = {pid: _wakeups(pid, main_only=True) for pid in workers}
+        await asyncio.sleep(4.0)
+        woke = {pid: _wakeups(pid, main_only=True) - before[pid] for pid in workers}
+        assert all(n <= 16 for n in woke.values()), woke  # as one process's, above
+        srv.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(srv.proc.wait, 20) in (0, -signal.SIGTERM)
+    finally:
+        srv.kill()
+    db = Database(create_engine(db_url))
+    try:
+        async with db.session() as s:  # both workers shut down: they left the register
             assert (await s.scalars(select(Instance))).all() == []
     finally:
         await db.engine.dispose()
