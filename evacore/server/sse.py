@@ -9,6 +9,13 @@ from typing import Any
 
 import orjson
 
+_DELTA_START = b'event: delta\ndata: {"text":'
+_DELTA_END = b"}\n\n"
+
 
 def sse_frame(name: str, data: dict[str, Any]) -> bytes:
+    if name == "delta" and len(data) == 1:
+        text = data.get("text")
+        if type(text) is str:  # a relayed token: its frame around its text's JSON
+            return _DELTA_START + orjson.dumps(text) + _DELTA_END
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"

@@ -74,6 +74,14 @@ class ChunkWriter:
 
     def events(self, batch: list[tuple[str, dict[str, Any]]]) -> bytes:
         """The chunks of a batch of tour events (empty when nothing in it is for the client)."""
+        if len(batch) == 1 and self.started:  # a token that came alone: its one chunk
+            name, data = batch[0]
+            if name == "delta":
+                text = data.get("text")
+                if not text:
+                    return b""
+                self.text.append(text)
+                return self._text_start + orjson.dumps(text) + self._text_end
         out: list[bytes] = []
         for name, data in batch:
             if name == "delta":
