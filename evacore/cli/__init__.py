@@ -52,7 +52,7 @@ def serve(
 
     from evacore.logs import configure_logging
     from evacore.server.app import create_app
-    from evacore.server.serving import QuietServer, serve_workers
+    from evacore.server.serving import QuietServer
 
     settings = load_settings()
     configure_logging(settings.log_format, settings.log_level)
@@ -61,6 +61,8 @@ def serve(
     if workers > 1:
         # Each worker is an instance of its own (its own id, heartbeat and tours); they
         # share the database, and any of them answers any request.
+        from evacore.server.workers import serve_workers
+
         with contextlib.suppress(KeyboardInterrupt):
             serve_workers(uvicorn.Config("evacore.server.app:create_app", factory=True,
                                          workers=workers, **options))

@@ -8,21 +8,16 @@ for up to a second instead and refreshes the header on every wake-up (uvicorn's 
 setting `should_exit` (the signal handler does, and so does code that embeds the server)
 wakes it at once, so stopping is as prompt as before.
 
-`serve_workers` runs uvicorn's own supervisor of worker processes (`--workers N`), each
-worker serving with this server instead of uvicorn's.
-
-Must not: change what uvicorn serves or how it shuts down, or supervises its workers:
-`on_tick`, `shutdown` and the supervisor are uvicorn's own.
+Must not: change what uvicorn serves or how it shuts down: `on_tick` and `shutdown` are
+uvicorn's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
 
 import uvicorn
-from uvicorn.supervisors import Multiprocess, multiprocess
 
 from evacore.ticks import until_next
 
@@ -62,32 +57,3 @@ class QuietServer(uvicorn.Server):
                     await asyncio.wait_for(event.wait(), until_next(loop.time(), TICK_SECONDS))
         finally:
             self._stop_now = None
-
-
-class QuietProcess(multiprocess.Process):
-    """uvicorn's worker process, serving with `QuietServer`: the server is made here, in the
-    supervisor, and travels to the worker with the process object (a worker process is
-    spawned, so it imports uvicorn afresh and would make uvicorn's own)."""
-
-    def __init__(self, config: uvicorn.Config, sockets: list) -> None:  # type: ignore[type-arg]
-        super().__init__(config, sockets)
-        self._server = QuietServer(config)
-
-
-@contextlib.contextmanager
-def _quiet_processes() -> Iterator[None]:
-    """The supervisor makes its workers (at start and on a restart) with this process class."""
-    made = multiprocess.Process
-    multiprocess.Process = QuietProcess  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        multiprocess.Process = made  # type: ignore[misc]
-
-
-def serve_workers(config: uvicorn.Config) -> None:
-    """Serve `config` (its app an import string, `workers` > 1) as uvicorn's `run` does with
-    several workers: one socket bound here, uvicorn's supervisor, its workers quiet."""
-    sock = config.bind_socket()
-    with _quiet_processes():
-        Multiprocess(config, sockets=[sock]).run()
