@@ -182,11 +182,25 @@ def _first_token(rows: list[dict[str, Any]], ttft: float) -> str:
     stages = _value(rows, "s2_tour_stages_ms_p50")
     if not (math.isfinite(first) and math.isfinite(stages)):
         return ""
-    return (f": the tours' own records say {first:.0f} ms p50 from a tour's start to its "
+    waited = _value(rows, "s2_tour_waited_ms_p50")
+    before = (f", its wait before stage 1 {waited:.1f} ms (`s2_tour_waited_ms_p50`: its task "
+              "starting behind the work already ready)" if math.isfinite(waited) else "")
+    text = (f": the tours' own records say {first:.0f} ms p50 from a tour's start to its "
             f"first delta (`s2_tour_first_token_ms_p50`), of which its stages before "
-            f"streaming took {stages:.1f} ms (`s2_tour_stages_ms_p50`); roughly the other "
-            f"{max(0.0, ttft - first):.0f} ms went before the tour started (the loop noticing "
-            "the request, uvicorn's task for it starting) or on the way to the client")
+            f"streaming took {stages:.1f} ms (`s2_tour_stages_ms_p50`){before}; roughly the "
+            f"other {max(0.0, ttft - first):.0f} ms went before the tour started (the loop "
+            "noticing the request, uvicorn's task for it starting) or on the way to the client")
+    ffirst = _value(rows, "s2_facade_tour_first_token_ms_p50")
+    fwaited = _value(rows, "s2_facade_tour_waited_ms_p50")
+    fstages = _value(rows, "s2_facade_tour_stages_ms_p50")
+    if all(math.isfinite(v) for v in (ffirst, fwaited, fstages)):
+        text += (f". The facade's tours in the same scenario: {ffirst:.0f} ms to the first "
+                 f"delta, {fwaited:.1f} ms of it before stage 1 and {fstages:.1f} ms in their "
+                 "stages: the rest is passes of the loop, which grow when requests arrive "
+                 "in bunches (streams that started together end together and ask again "
+                 "together) and their work then runs back to back before the network is read "
+                 "again")
+    return text
 
 
 def _tail(rows: list[dict[str, Any]]) -> str:

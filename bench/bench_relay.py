@@ -134,11 +134,12 @@ class _Setup:
     def tour_records(self, chat_ids: list[str], limit: int = 12) -> dict[str, Any]:
         """From the diagnostics of the chats' newest answers' tours: the deltas that went out
         from the upstream read (`fast_lane_deltas`) and the tokens answered; per tour, the
-        time from its start to its first delta (`first_token_ms`) and its stages' own time
-        before the streaming stage (stages 1-11)."""
+        time from its start to its first delta (`first_token_ms`), its wait before stage 1
+        (`waited_ms`) and its stages' own time before the streaming stage (stages 1-11)."""
         fast = tokens = 0
         first: list[float] = []
         stages: list[float] = []
+        waited: list[float] = []
         for chat in chat_ids:
             r = self.http.get(f"/chats/{chat}/messages")
             r.raise_for_status()
@@ -156,7 +157,9 @@ class _Setup:
                     timings = diagnostics.get("timings") or {}
                     stages.append(sum(float(timings.get(name, 0.0))
                                       for name in STAGES_BEFORE_STREAMING))
-        return {"fast": fast, "tokens": tokens, "first_token_ms": first, "stages_ms": stages}
+                    waited.append(float(diagnostics.get("waited_ms") or 0.0))
+        return {"fast": fast, "tokens": tokens, "first_token_ms": first, "stages_ms": stages,
+                "waited_ms": waited}
 
     def warm_facade(self, chat_id: str, model: str, tours: int = WARM_TOURS) -> None:
         for i in range(tours):
@@ -466,24 +469,31 @@ def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target:
     ]
 
 
-def _tour_record_rows(scenario: Scenario, records: dict[str, Any]) -> list[dict[str, Any]]:
+def _tour_record_rows(scenario: Scenario, records: dict[str, Any],
+                      route: str = "generate") -> list[dict[str, Any]]:
     """The fast lane's share of the scenario's tokens and, under load, where a tour's wait
-    for its first token goes, from the tours' own diagnostics."""
-    s, fast, tokens = scenario.name, records["fast"], records["tokens"]
+    for its first token goes, from the tours' own diagnostics (`route`: generate's chats or
+    the facade's, whose rows are named `<scenario>_facade_…`)."""
+    s = scenario.name + ("_facade" if route == "facade" else "")
+    fast, tokens = records["fast"], records["tokens"]
     rows = [_row(f"{s}_fast_lane_share", round(fast / tokens, 3) if tokens else None, "x",
                  f"deltas written from the upstream read itself (the fast lane) over the "
-                 f"tokens answered through generate: {fast} of {tokens}")]
-    first, stages = records["first_token_ms"], records["stages_ms"]
-    if s == "s2" and first:
+                 f"tokens answered through {route}: {fast} of {tokens}")]
+    first, stages, waited = records["first_token_ms"], records["stages_ms"], records["waited_ms"]
+    if scenario.name == "s2" and first:
         rows += [
             _row(f"{s}_tour_first_token_ms_p50", round(statistics.median(first), 2), "ms",
-                 "generate's tours: from a tour's start (its request handed to the core) to "
+                 f"{route}'s tours: from a tour's start (its request handed to the core) to "
                  "its first delta, as the tour records it (`first_token_ms`); p50 over the "
                  f"newest answers of every stream ({len(first)} tours)"),
+            _row(f"{s}_tour_waited_ms_p50", round(statistics.median(waited), 2), "ms",
+                 "the same tours: from a tour's start to its stage 1 (`waited_ms`: its task "
+                 "waiting for a pass of the loop behind the work already ready, and for the "
+                 "chat's earlier tour)"),
             _row(f"{s}_tour_stages_ms_p50", round(statistics.median(stages), 2), "ms",
                  "the same tours: their stages' own time before the streaming stage (stages "
                  "1-11, the sum of their timings); the rest of `first_token_ms` is waiting "
-                 "(the tour's task starting, the upstream's head waking it)"),
+                 "(the upstream's head waking the tour, passes of the loop)"),
         ]
     return rows
 
@@ -503,6 +513,7 @@ def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
         rows += _scenario_rows(sc, results[sc.name])
         if sc.name in FAST_LANE_SCENARIOS:
             rows += _tour_record_rows(sc, setup.tour_records(chats))
+            rows += _tour_record_rows(sc, setup.tour_records(facade_chats), "facade")
     for who, (prefix, _) in ROUTES.items():
         if who in results["s1"]:
             rows += _split_rows(results, by_name, who, prefix)

@@ -8,6 +8,7 @@ Each stage is timed; each stage's prompt changes are attributed to it in the cha
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,8 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
         try:
             if turn is not None:
                 await held.enter_async_context(turn)  # a cancel here: aborted, nothing stored
+            # from the request to stage 1: the tour's task starting, the chat's turn
+            tour.diagnostics["waited_ms"] = round((time.perf_counter() - tour.started) * 1000, 3)
             await run_stage(core, tour, ASSEMBLE[0])
             started = True
             tour.diagnostics["env"] = dict(tour.env)  # as stage 1 completed it (`picture`)
