@@ -106,11 +106,16 @@ async def test_idle_workers_sleep_too_and_stop_cleanly(tmp_path: Path) -> None:
         while len(workers := _workers(srv.proc.pid)) < 2:
             assert time.monotonic() < deadline, "the workers did not start"
             await asyncio.sleep(0.2)
-        await asyncio.sleep(2.0)  # their start-up's own work done
-        before = {pid: _wakeups(pid, main_only=True) for pid in workers}
-        await asyncio.sleep(4.0)
-        woke = {pid: _wakeups(pid, main_only=True) - before[pid] for pid in workers}
-        assert all(n <= 16 for n in woke.values()), woke  # as one process's, above
+        await asyncio.sleep(3.0)  # their start-up's own work done
+        windows = []
+        for _ in range(2):  # the quieter of two windows: a busy machine's start-up may linger
+            before = {pid: _wakeups(pid, main_only=True) for pid in workers}
+            await asyncio.sleep(3.0)
+            windows.append({pid: _wakeups(pid, main_only=True) - before[pid]
+                            for pid in workers})
+        woke = {pid: min(w[pid] for w in windows) for pid in workers}
+        # uvicorn's server alone woke a worker's loop 30 times in 3 s, in every window
+        assert all(n <= 12 for n in woke.values()), windows
         srv.proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(srv.proc.wait, 20) in (0, -signal.SIGTERM)
     finally:
