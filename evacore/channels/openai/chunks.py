@@ -72,16 +72,18 @@ class ChunkWriter:
             self.started = True
             out.append(self._delta({"role": "assistant", "content": "", "refusal": None}))
 
+    def _text_chunk(self, text: str) -> bytes:
+        """A text delta's chunk (the template around the text), the text kept as sent."""
+        self.text.append(text)
+        return self._text_start + orjson.dumps(text) + self._text_end
+
     def events(self, batch: list[tuple[str, dict[str, Any]]]) -> bytes:
         """The chunks of a batch of tour events (empty when nothing in it is for the client)."""
         if len(batch) == 1 and self.started:  # a token that came alone: its one chunk
             name, data = batch[0]
             if name == "delta":
                 text = data.get("text")
-                if not text:
-                    return b""
-                self.text.append(text)
-                return self._text_start + orjson.dumps(text) + self._text_end
+                return self._text_chunk(text) if text else b""
         out: list[bytes] = []
         for name, data in batch:
             if name == "delta":
@@ -89,8 +91,7 @@ class ChunkWriter:
                 if not text:
                     continue
                 self._start(out)
-                self.text.append(text)
-                out.append(self._text_start + orjson.dumps(text) + self._text_end)
+                out.append(self._text_chunk(text))
             elif name == "tool_call" and data.get("name") in self.external:
                 self._start(out)
                 index = len(self.tool_calls)
