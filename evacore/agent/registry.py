@@ -121,15 +121,20 @@ class Tool:
             raise InvalidInput(f"tool {self.name}: parameters must be a JSON schema of type object")
 
     def schema(self) -> dict[str, Any]:
-        """The OpenAI function-tool shape of this tool."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
-        }
+        """The OpenAI function-tool shape of this tool, built once: every tour offering the
+        tool sends this same object, so it must never be changed (copy it to alter it)."""
+        built = self.__dict__.get("_schema")
+        if built is None:
+            built = {
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": dict(self.parameters),
+                },
+            }
+            self.__dict__["_schema"] = built  # a frozen dataclass: the cache goes around it
+        return built
 
 
 @dataclass(frozen=True)

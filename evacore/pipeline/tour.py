@@ -6,6 +6,7 @@ Must not: run stages (runner.py does) or touch storage; it is the state stages s
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evacore.domain.ids import new_id
+from evacore.macros.env import LazyRandom
 from evacore.pipeline.events import EventSink
 from evacore.prompt.elements import Prompt
 
@@ -105,11 +107,12 @@ class Tour:
     `(session, tour)` after the core's own save hooks, in the same transaction."""
 
     @property
-    def rng(self) -> random.Random:
-        """The tour's own random source (seeded, recorded): draws are reproducible."""
+    def rng(self) -> LazyRandom:
+        """The tour's own random source (seeded, recorded): draws are reproducible. Its
+        generator is made at the first draw (most tours draw nothing)."""
         rng = self.data.get("_rng")
         if rng is None:
-            rng = self.data["_rng"] = random.Random(self.seed)
+            rng = self.data["_rng"] = LazyRandom(functools.partial(random.Random, self.seed))
         return rng
 
     def flags(self) -> frozenset[str]:

@@ -158,13 +158,14 @@ async def open_stream(
     closes the socket when the body was not read to the end.
     """
     target = url or wire.url
-    body = orjson.dumps(wire.body)
     response: StreamResponse | HttpxBody
+    # the body's bytes are not kept in this frame: it stays open while the answer streams
     if proxied(target):
-        response = await _send_httpx(streams.via_proxy(), wire, target, headers, body, dl,
-                                     conn)
+        response = await _send_httpx(streams.via_proxy(), wire, target, headers,
+                                     orjson.dumps(wire.body), dl, conn)
     else:
-        response = await _send_streams(streams, wire, target, headers, body, dl, conn)
+        response = await _send_streams(streams, wire, target, headers,
+                                       orjson.dumps(wire.body), dl, conn)
     try:
         if response.status_code >= 400:
             raw = await within(response.aread(), dl, conn)

@@ -104,10 +104,19 @@ def serialize_messages(messages: list[dict[str, Any]], vision: bool) -> list[dic
     return out
 
 
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
 def serialize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tools in the API's shape; a tool already in it (a registered tool's schema, the
+    same object every tour) goes in as it is, not copied."""
     out = []
     for tool in tools:
         function = tool.get("function", tool)
+        if (len(tool) == 2 and tool.get("type") == "function" and isinstance(function, dict)
+                and isinstance(function.get("name"), str) and function.keys() <= _FUNCTION_KEYS):
+            out.append(tool)
+            continue
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise InvalidInput("a tool needs a function name")
         clean: dict[str, Any] = {"name": function["name"]}

@@ -143,6 +143,23 @@ def test_r5_2_schemas_use_the_openai_function_shape(registry) -> None:
     assert schema["function"]["parameters"]["required"] == ["text"]
 
 
+def test_a_tools_schema_is_built_once_and_the_wire_body_carries_it_as_is(registry) -> None:
+    from evacore.providers.openai_chat import serialize_tools
+
+    tool = registry.get("echo")
+    schema = tool.schema()
+    assert tool.schema() is schema  # every tour offering it shares one object
+    external = {"type": "function", "extra": 1,
+                "function": {"name": "client", "parameters": {"type": "object"}, "x": 2}}
+    bare = {"name": "bare", "description": "no envelope"}
+    wire = serialize_tools([schema, external, bare])
+    assert wire[0] is schema
+    assert wire[1] == {"type": "function",
+                       "function": {"name": "client", "parameters": {"type": "object"}}}
+    assert wire[2] == {"type": "function",
+                       "function": {"name": "bare", "description": "no envelope"}}
+
+
 def test_r5_2_names_are_unique_and_valid(registry) -> None:
     with pytest.raises(Conflict):
         registry.register(_tool("echo", _echo))

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from evacore.macros import MacroEngine, MacroEnv
 from evacore.macros._parser import MAX_DEPTH, Macro, Text, parse
+from evacore.macros.env import LazyRandom
 
 
 def test_r2_2_nested_macro_resolves_inside_out(engine: MacroEngine, env: MacroEnv) -> None:
@@ -125,6 +126,24 @@ def test_r2_2_seeded_rng_makes_random_reproducible(engine: MacroEngine, seed: in
     first = engine.evaluate(text, MacroEnv(rng=random.Random(seed)))
     second = engine.evaluate(text, MacroEnv(rng=random.Random(seed)))
     assert first == second
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_lazy_random_draws_what_its_seeded_generator_would(engine: MacroEngine,
+                                                             seed: int) -> None:
+    made: list[random.Random] = []
+
+    def make() -> random.Random:
+        made.append(random.Random(seed))
+        return made[-1]
+
+    lazy = LazyRandom(make)
+    assert engine.evaluate("plain {{char}}", MacroEnv(char="C", rng=lazy)) == "plain C"
+    assert made == []  # nothing drew: no generator made
+    text = "{{random::a::b::c::d}}{{roll::d100}}{{random::1::2::3}}"
+    drawn = engine.evaluate(text, MacroEnv(rng=lazy))
+    assert drawn == engine.evaluate(text, MacroEnv(rng=random.Random(seed)))
+    assert len(made) == 1
 
 
 def test_if_else_chooses_a_branch_and_evaluates_only_that_one(
