@@ -40,6 +40,8 @@ _ROLE_COVERS: dict[str, frozenset[str]] = {
     "guest": frozenset({"guest"}),
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+OFFERED_KEPT = 64
+"""Answers of `ToolRegistry.offered` one registry keeps (roles times flag sets in use)."""
 
 
 @dataclass(frozen=True)
@@ -200,22 +202,30 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._offered: dict[tuple[str, frozenset[str], int], tuple[ToolPolicy, list[Tool]]] = {}
+        """What `offered` answered, by role, flags and policy (the policy kept with it, so
+        its id is not reused meanwhile); emptied whenever the tools change."""
         for tool in tools:
-            self.register(tool)
+            if tool.name in self._tools:
+                raise Conflict(f"a tool named {tool.name} is already registered")
+            self._tools[tool.name] = tool
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
             raise Conflict(f"a tool named {tool.name} is already registered")
         self._tools[tool.name] = tool
+        self._offered.clear()
 
     def register_all(self, tools: Iterable[Tool]) -> None:
         """Register each tool whose name is not taken yet (the first registered wins)."""
         for tool in tools:
             if tool.name not in self._tools:
                 self._tools[tool.name] = tool
+        self._offered.clear()
 
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
+        self._offered.clear()
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -231,9 +241,18 @@ class ToolRegistry:
         return tool.requires_env <= frozenset(env) and policy.permits(tool, role)
 
     def offered(self, role: str, env: Iterable[str], *, policy: ToolPolicy) -> list[Tool]:
-        """The tools a tour with this role and environment is offered, in registration order."""
+        """The tools a tour with this role and environment is offered, in registration order
+        (worked out once per role, flags and policy while the tools stay the same)."""
         flags = frozenset(env)
-        return [t for t in self._tools.values() if self.is_offered(t, role, flags, policy=policy)]
+        key = (role, flags, id(policy))
+        known = self._offered.get(key)
+        if known is not None and known[0] is policy:
+            return list(known[1])
+        tools = [t for t in self._tools.values() if self.is_offered(t, role, flags, policy=policy)]
+        if len(self._offered) >= OFFERED_KEPT:
+            self._offered.clear()
+        self._offered[key] = (policy, tools)
+        return list(tools)
 
     def table(self, policy: ToolPolicy) -> dict[str, list[str]]:
         """Per role, the tool names it may be offered when the environment allows."""

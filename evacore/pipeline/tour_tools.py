@@ -8,6 +8,7 @@ client's declaration wins and evacore's tool of that name is not offered in this
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +46,21 @@ def tool_settings(core: Core) -> ToolSettings:
     )
 
 
+_POLICY: list[Any] = [None, None]
+"""The last tool policy read from the settings: [a copy of its table, the policy]."""
+
+
+def tool_policy(table: dict[str, Any]) -> ToolPolicy:
+    """The policy of the settings' `agent.tool_policy` table, read again only when the table
+    changed (one policy object, so the registry's answers for it are reused)."""
+    if _POLICY[1] is None or _POLICY[0] != table:
+        _POLICY[1] = ToolPolicy.from_dict(table)
+        _POLICY[0] = copy.deepcopy(table)
+    return _POLICY[1]  # type: ignore[no-any-return]
+
+
 def tools_for_tour(core: Core, tour: Tour) -> TourTools:
-    policy = ToolPolicy.from_dict(core.settings.agent.tool_policy)
+    policy = tool_policy(core.settings.agent.tool_policy)
     registry = core.tools
     if tour.client_ops:
         registry = registry.with_tools(make_client_op_tools(tour.client_ops))

@@ -160,6 +160,32 @@ def test_a_tools_schema_is_built_once_and_the_wire_body_carries_it_as_is(registr
                        "function": {"name": "bare", "description": "no envelope"}}
 
 
+def test_offered_tools_follow_the_registry_and_the_policy(registry) -> None:
+    from evacore.agent.registry import ToolPolicy
+    from evacore.pipeline.tour_tools import tool_policy
+
+    def names(role: str, policy: ToolPolicy) -> list[str]:
+        return [t.name for t in registry.offered(role, ["master"], policy=policy)]
+
+    plain = ToolPolicy()
+    assert names("guest", plain) == ["echo", "slow", "fails"]
+    registry.offered("guest", ["master"], policy=plain).clear()  # the caller's own list
+    assert names("guest", plain) == ["echo", "slow", "fails"]
+    assert names("master", plain) == ["echo", "slow", "fails", "secret"]
+    registry.register(_tool("late", _echo))
+    assert names("guest", plain) == ["echo", "slow", "fails", "late"]
+    registry.unregister("echo")
+    assert names("guest", plain) == ["slow", "fails", "late"]
+    assert names("guest", ToolPolicy.from_dict({"guest": {"deny": ["slow"]}})) == \
+        ["fails", "late"]
+    table = {"master": {"deny": ["secret"]}}
+    denying = tool_policy(table)
+    assert tool_policy(table) is denying  # read once while the table stays the same
+    assert names("master", denying) == ["slow", "fails", "late"]
+    table["master"]["deny"] = ["late"]  # the settings' table changed in place
+    assert names("master", tool_policy(table)) == ["slow", "fails", "secret"]
+
+
 def test_r5_2_names_are_unique_and_valid(registry) -> None:
     with pytest.raises(Conflict):
         registry.register(_tool("echo", _echo))
