@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 
 from tests.fakes.fixtures import openai_fake  # noqa: F401 - a fixture, found by name
 from tests.fakes.upstream import FakeUpstream
@@ -49,3 +50,33 @@ async def test_r14_5_metrics_count_tours_latency_tokens_and_provider_errors(
     assert grew("evacore_stage_seconds_count", stage="lorebook") == 2
     assert grew("evacore_first_token_seconds_count") == 1
     assert _value(after, "evacore_tours_active") == 0
+
+
+@pytest.mark.parametrize("labelnames", [(), ("stage",)])
+def test_tour_histograms_read_as_prometheus_clients_own(labelnames: tuple[str, ...]) -> None:
+    """The stage and first-token histograms, counted a tour at a time, scrape exactly as
+    prometheus_client's histogram of the same values (its `_created` times aside)."""
+    import re
+
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    from evacore.pipeline.metrics import LOCK, TourHistogram
+
+    bounds = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.1, 1, 2.5, 60)
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    reference = Histogram("t_seconds", "Doc.", labelnames, buckets=bounds, registry=theirs)
+    counted = TourHistogram("t_seconds", "Doc.", labelnames, buckets=bounds)
+    ours.register(counted)  # type: ignore[arg-type]
+
+    def scraped(registry: CollectorRegistry) -> list[str]:
+        return [re.sub(r"_created(\{.*\})? \S+$", r"_created\1", line)
+                for line in generate_latest(registry).decode().splitlines()]
+
+    assert scraped(ours) == scraped(theirs)  # before any value too
+    for labels in ([("a",), ("b",)] if labelnames else [()]):
+        for value in (0.0005, 0.00001, 0.001, 0.3, 2.5, 60, 61, 1e9, 0.0):
+            (reference.labels(*labels) if labels else reference).observe(value)
+            with LOCK:
+                counted.observe(value, labels)
+    assert scraped(ours) == scraped(theirs)
+    assert any("_bucket" in line for line in scraped(ours))
