@@ -92,10 +92,15 @@ def record(tour: Tour) -> None:
         child = _TOUR_CHILDREN[(tour.status, tour.mode)] = TOURS.labels(tour.status, tour.mode)
     child.inc()
     first = tour.diagnostics.get("first_token_ms")
+    stages, bounds, find = STAGE_SECONDS._series, STAGE_SECONDS.bounds, bisect.bisect_left
     with LOCK:
-        observe = STAGE_SECONDS.observe
         for stage, ms in tour.timings.items():
-            observe(ms / 1000, (stage,))
+            series = stages.get((stage,))
+            if series is None:
+                STAGE_SECONDS.observe(ms / 1000, (stage,))
+                continue
+            series[0][find(bounds, ms / 1000)] += 1
+            series[1] += ms / 1000
         if isinstance(first, int | float):
             FIRST_TOKEN_SECONDS.observe(first / 1000)
     usage = tour.usage or {}

@@ -158,6 +158,12 @@ def test_a_tools_schema_is_built_once_and_the_wire_body_carries_it_as_is(registr
                        "function": {"name": "client", "parameters": {"type": "object"}}}
     assert wire[2] == {"type": "function",
                        "function": {"name": "bare", "description": "no envelope"}}
+    offered = [schema, registry.get("fails").schema()]
+    again = serialize_tools(list(offered))
+    assert again == offered and all(a is b for a, b in zip(again, offered, strict=True))
+    again.append(external)  # the caller's own list: the next tour's is not touched
+    assert serialize_tools(list(offered)) == offered
+    assert serialize_tools([offered[1], offered[0]]) == [offered[1], offered[0]]
 
 
 def test_offered_tools_follow_the_registry_and_the_policy(registry) -> None:
