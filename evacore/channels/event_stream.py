@@ -28,19 +28,25 @@ class EventStream(Response):
     that comes alone is written from the tour's own task (`EventSink.relay`), or from the
     network read that brought it (`EventSink.write_now`, the fast lane).
 
+    With `head_with_first_chunk`, the response's head goes out with its first chunk,
+    whoever writes it (the frames, the tour's task or the network read), so a channel can
+    still answer otherwise until then: `frames` may yield a `Response` before its first
+    chunk, which is sent instead.
+
     A client that goes away fires `on_gone` at once, even while no frame is due (the
     frames usually wait for the tour's next event); `on_end` runs however the response
     ends. A slow reader slows the frames: the server's `send` waits while its write
     buffer is full.
     """
 
-    def __init__(self, frames: AsyncIterator[bytes], headers: Mapping[str, str],
+    def __init__(self, frames: AsyncIterator[bytes | Response], headers: Mapping[str, str],
                  on_gone: Callable[[], None], on_end: Callable[[], None] | None = None,
                  media_type: str = "text/event-stream",
-                 write_through: tuple[EventSink, Callable[[Batch], bytes]] | None = None
-                 ) -> None:
+                 write_through: tuple[EventSink, Callable[[Batch], bytes]] | None = None,
+                 head_with_first_chunk: bool = False) -> None:
         self.frames, self.on_gone, self.on_end = frames, on_gone, on_end
         self.write_through = write_through
+        self.head_with_first_chunk = head_with_first_chunk
         self.status_code = 200
         self.media_type = media_type
         self.background = None
@@ -51,35 +57,51 @@ class EventStream(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         watcher = asyncio.ensure_future(self._watch(receive))
+        head = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        started = not self.head_with_first_chunk
         try:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": self.raw_headers})
+            if started:
+                await send(head)
             direct = direct_body_writer(send)
+
+            async def body(chunk: bytes) -> None:
+                nonlocal started
+                if not started:
+                    started = True
+                    await send(head)
+                if not (direct and direct(chunk)):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
             if self.write_through is not None:
                 sink, frame = self.write_through
 
                 async def write(batch: Batch) -> None:
                     chunk = frame(batch)
-                    if chunk and not watcher.done() and not (direct and direct(chunk)):
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": True})
+                    if chunk and not watcher.done():
+                        await body(chunk)
 
                 def now(batch: Batch) -> asyncio.Future[None] | None:
                     chunk = frame(batch)
-                    if not chunk or watcher.done() or (direct and direct(chunk)):
+                    if not chunk or watcher.done() or (started and direct and direct(chunk)):
                         return None
-                    return _start(send({"type": "http.response.body", "body": chunk,
-                                        "more_body": True}), self.on_gone)
+                    return _start(body(chunk), self.on_gone)
 
                 sink.write_through(write, now)
             async with aclosing(self.frames) as frames:
                 async for chunk in frames:
                     if watcher.done():
                         break
-                    if not (direct and direct(chunk)):
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": True})
+                    if isinstance(chunk, Response):
+                        if not started:  # nothing sent yet: answered as the channel says
+                            started = True
+                            await chunk(scope, receive, send)
+                            return
+                        continue
+                    await body(chunk)
             if not watcher.done():
+                if not started:
+                    started = True
+                    await send(head)
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()

@@ -268,43 +268,15 @@ class Answer:
         return Response(orjson.dumps(body), media_type="application/json", headers=self.headers)
 
     async def stream(self, request: Request) -> Response:
-        """Wait for the first chunk the client gets: a failure before it is a plain HTTP
-        error (OpenAI's envelope), after it one error line and `[DONE]`."""
-        events = aiter(self.running.batches())
-        # A client that leaves meanwhile aborts the tour, which ends its events: the batches
-        # are awaited right here (no task of their own, woken by the tour's events).
-        gone = asyncio.ensure_future(_client_gone(request))
-        gone.add_done_callback(
-            lambda done: done.cancelled() or self.running.abort("client disconnected"))
-        first = b""
-        batch: Batch | None = None
-        failed: dict[str, Any] | None = None
-        try:
-            while True:
-                batch = await anext(events, None)
-                if gone.done():
-                    self.remember_later()
-                    return Response(status_code=499)
-                if batch is None:
-                    break
-                first = self.writer.events(batch)
-                failed = next((d for n, d in batch if n == "error"), None)
-                if failed is not None and not self.writer.started:
-                    await self.running.result()
-                    await self.remember(None)
-                    return from_code(failed["code"], failed["message"]).response(self.headers)
-                if first or failed is not None:
-                    break
-        except asyncio.CancelledError:
-            self.running.abort("client disconnected")
-            self.remember_later()
-            raise
-        finally:
-            gone.cancel()
-        return EventStream(self._frames(first, events, failed), self.headers,
+        """The stream's head goes out with the first chunk the client gets, whoever writes
+        it (the network read that brought the token, the tour's task, or these frames): a
+        failure before it is a plain HTTP error (OpenAI's envelope), after it one error
+        line and `[DONE]`. A client that leaves aborts the tour at once."""
+        return EventStream(self._frames(aiter(self.running.batches())), self.headers,
                            on_gone=lambda: self.running.abort("client disconnected"),
                            on_end=self._ended,
-                           write_through=(self.running.tour.events, self.writer.events))
+                           write_through=(self.running.tour.events, self.writer.events),
+                           head_with_first_chunk=True)
 
     def _ended(self) -> None:
         """However the stream ends (finished, client gone, the server cancelled it), a tour
@@ -313,18 +285,16 @@ class Answer:
             self.running.abort("client disconnected")
         self.remember_later()
 
-    async def _frames(self, first: bytes, events: AsyncIterator[Batch],
-                      failed: dict[str, Any] | None) -> AsyncIterator[bytes]:
-        if failed is not None:  # the first chunks and the failure came in one batch
-            await self.remember(None)
-            yield first + error_line(from_code(failed["code"], failed["message"]))
-            return
-        if first:
-            yield first
+    async def _frames(self, events: AsyncIterator[Batch]) -> AsyncIterator[bytes | Response]:
         async for batch in events:
             chunk = self.writer.events(batch)
             failed = next((d for n, d in batch if n == "error"), None)
             if failed is not None:
+                if not self.writer.started:  # nothing sent yet: a plain HTTP error
+                    await self.running.result()
+                    await self.remember(None)
+                    yield from_code(failed["code"], failed["message"]).response(self.headers)
+                    return
                 await self.remember(None)
                 yield chunk + error_line(from_code(failed["code"], failed["message"]))
                 return

@@ -184,9 +184,9 @@ async def _streamed_with_tour(oai: openai.AsyncOpenAI, client: httpx.AsyncClient
 async def test_r14_1_a_first_token_that_comes_alone_takes_the_lane_and_opens_the_stream(
     oai: openai.AsyncOpenAI, client: httpx.AsyncClient, upstream: FakeUpstream
 ) -> None:
-    # the upstream's head at once, its first token later: the first word is queued from the
-    # network read for the route's task, which opens the response with it (until it comes a
-    # failure is still a plain HTTP error); every later one is written from the read; the
+    # the upstream's head at once, its first token later: the first word opens the response
+    # from the network read itself, its head and the word in one write (until it comes a
+    # failure is still a plain HTTP error); every later one is written from the read too; the
     # client sees the role chunk first and every word in order
     upstream.script.reply("Seven gulls sat on the wall.", first_token_delay=0.15,
                           token_delay=0.05)
