@@ -206,9 +206,7 @@ class ToolRegistry:
         """What `offered` answered, by role, flags and policy (the policy kept with it, so
         its id is not reused meanwhile); emptied whenever the tools change."""
         for tool in tools:
-            if tool.name in self._tools:
-                raise Conflict(f"a tool named {tool.name} is already registered")
-            self._tools[tool.name] = tool
+            self.register(tool)
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, Counter, Gauge
@@ -38,15 +38,23 @@ class TourHistogram:
         self._series: dict[tuple[str, ...], list[Any]] = {}
         """labels -> [count per bucket (the last one +Inf), sum, created]."""
         if not self.labelnames:  # shown from the start, as prometheus_client shows it
-            self._series[()] = [[0] * (len(self.bounds) + 1), 0.0, time.time()]
+            self._new(())
+
+    def _new(self, labels: tuple[str, ...]) -> list[Any]:
+        series = self._series[labels] = [[0] * (len(self.bounds) + 1), 0.0, time.time()]
+        return series
 
     def observe(self, value: float, labels: tuple[str, ...] = ()) -> None:
         """Count `value` (the caller holds `LOCK`)."""
-        series = self._series.get(labels)
-        if series is None:
-            series = self._series[labels] = [[0] * (len(self.bounds) + 1), 0.0, time.time()]
-        series[0][bisect.bisect_left(self.bounds, value)] += 1
-        series[1] += value
+        self.observe_each({labels: value})
+
+    def observe_each(self, values: Mapping[tuple[str, ...], float]) -> None:
+        """Count each value under its labels (the caller holds `LOCK`)."""
+        series_of, bounds, find = self._series, self.bounds, bisect.bisect_left
+        for labels, value in values.items():
+            series = series_of.get(labels) or self._new(labels)
+            series[0][find(bounds, value)] += 1
+            series[1] += value
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(self.name, self.documentation,
@@ -92,15 +100,8 @@ def record(tour: Tour) -> None:
         child = _TOUR_CHILDREN[(tour.status, tour.mode)] = TOURS.labels(tour.status, tour.mode)
     child.inc()
     first = tour.diagnostics.get("first_token_ms")
-    stages, bounds, find = STAGE_SECONDS._series, STAGE_SECONDS.bounds, bisect.bisect_left
     with LOCK:
-        for stage, ms in tour.timings.items():
-            series = stages.get((stage,))
-            if series is None:
-                STAGE_SECONDS.observe(ms / 1000, (stage,))
-                continue
-            series[0][find(bounds, ms / 1000)] += 1
-            series[1] += ms / 1000
+        STAGE_SECONDS.observe_each({(stage,): ms / 1000 for stage, ms in tour.timings.items()})
         if isinstance(first, int | float):
             FIRST_TOKEN_SECONDS.observe(first / 1000)
     usage = tour.usage or {}

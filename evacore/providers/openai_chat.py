@@ -108,25 +108,25 @@ def serialize_messages(messages: list[dict[str, Any]], vision: bool) -> list[dic
 _FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
 
 
-_SERIALIZED: dict[tuple[int, ...], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-"""Tool lists already in the API's shape, by the ids of their tools (the tools kept with
-them, so no id is reused meanwhile): the same registered tools are offered tour after tour."""
-_SERIALIZED_KEPT = 64
+_IN_SHAPE: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+"""Tool lists found already in the API's shape, by the ids of their tools (the list kept, so
+no id is reused meanwhile): the same registered tools are offered tour after tour."""
+_IN_SHAPE_KEPT = 64
 
 
 def serialize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tools in the API's shape; a tool already in it (a registered tool's schema, the
     same object every tour) goes in as it is, not copied."""
     key = tuple(map(id, tools))
-    known = _SERIALIZED.get(key)
-    if known is not None and all(map(operator.is_, known[0], tools)):
-        return list(known[1])
+    known = _IN_SHAPE.get(key)
+    if known is not None and all(map(operator.is_, known, tools)):
+        return list(tools)
     out = _serialized(tools)
-    if all(a is b for a, b in zip(out, tools, strict=True)):  # only lists already in shape
-        if len(_SERIALIZED) >= _SERIALIZED_KEPT:
-            _SERIALIZED.clear()
-        _SERIALIZED[key] = (list(tools), out)
-    return list(out)
+    if all(map(operator.is_, out, tools)):
+        if len(_IN_SHAPE) >= _IN_SHAPE_KEPT:
+            _IN_SHAPE.clear()
+        _IN_SHAPE[key] = list(tools)
+    return out
 
 
 def _serialized(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
