@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter as Tally
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from evacore.agent.registry import Tool, ToolContext, ToolRegistry
 from evacore.logs import get_logger
@@ -50,6 +51,10 @@ class PluginHost:
         self._dirty: set[str] = set()
         self._known: dict[str, Any] = manager.state_snapshot()
         """Each plugin's state as this instance last read or wrote it."""
+        self._writing: Tally[str] = Tally()
+        """Plugins whose state this instance wrote in a transaction not yet ended."""
+        self._writes: dict[str, int] = {}
+        """How many writes of each plugin's state this instance began."""
         self._sync: asyncio.Task[None] | None = None
         manager.on_change = lambda name, _state: self._dirty.add(name)
         manager.on_failure = self._failed
@@ -58,9 +63,14 @@ class PluginHost:
         """Take the state another instance stored: every plugin whose stored state is not
         what this instance last read or wrote, unless it has changes of its own not yet
         written."""
+        began = dict(self._writes)
         rows = (await session.execute(select(PluginRecord.name, PluginRecord.state))).all()
+        # A row this instance is writing, or wrote while the read ran, may be read as it was
+        # before that write: taking it would undo the change (a failure counted meanwhile).
         changed = {name: dict(state or {}) for name, state in rows
-                   if name not in self._dirty and dict(state or {}) != self._known.get(name)}
+                   if name not in self._dirty and not self._writing[name]
+                   and self._writes.get(name) == began.get(name)
+                   and dict(state or {}) != self._known.get(name)}
         if changed:
             self._known.update(changed)
             for warning in self.manager.load_state(changed):
@@ -122,17 +132,41 @@ class PluginHost:
     async def persist(self, session: Any, names: set[str] | None = None) -> None:
         """Write the state of changed plugins (enabled, permissions, settings, failures)."""
         snapshot = self.manager.state_snapshot()
-        names = set(self._dirty if names is None else names)
+        names = {n for n in (self._dirty if names is None else names) if n in snapshot}
         self._dirty -= names
+        if not names:
+            return
+        self._track(session, names)
         for name in names:
-            if name not in snapshot:
-                continue
             row = await session.get(PluginRecord, name)
             if row is None:
                 session.add(PluginRecord(name=name, state=snapshot[name]))
             else:
                 row.state = snapshot[name]
             self._known[name] = dict(snapshot[name])
+
+    def _track(self, session: Any, names: set[str]) -> None:
+        """Count `names` as being written until `session`'s transaction ends; if it ends
+        without a commit, they are changed again (the next save writes them)."""
+        for name in names:
+            self._writing[name] += 1
+            self._writes[name] = self._writes.get(name, 0) + 1
+        sync = getattr(session, "sync_session", session)
+        outcome = {"committed": False, "open": True}
+
+        def committed(_session: Any) -> None:
+            outcome["committed"] = True
+
+        def ended(_session: Any, transaction: Any) -> None:
+            if transaction.parent is not None or not outcome["open"]:
+                return
+            outcome["open"] = False
+            self._writing.subtract(names)
+            if not outcome["committed"]:
+                self._dirty |= names
+
+        event.listen(sync, "after_commit", committed)
+        event.listen(sync, "after_transaction_end", ended)
 
     async def save_hook(self, session: Any, tour: Tour) -> None:
         if self._dirty:

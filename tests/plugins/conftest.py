@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from evacore.prompt.changelog import ChangeLog
 from evacore.plugins import CtxBase, PluginManager, discover
+from evacore.prompt.changelog import ChangeLog
 
 Loader = Callable[..., PluginManager]
 
