@@ -5,6 +5,7 @@ Must not: know any vendor's event names or payload shapes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,10 @@ class SSEDecoder:
         """Nothing is held between events: no partial line, no pending field."""
         return not self._buf and not self._data and not self._event
 
-    def feed(self, chunk: str) -> list[SSEEvent]:
+    def feed(self, chunk: str) -> Iterator[SSEEvent]:
+        """The events `chunk` completes, each as soon as its lines are read: the first
+        event of a long burst goes on before the rest of it is parsed. Take them all before
+        the next `feed` or `flush` (what is not taken is lost)."""
         buf = self._buf + chunk if self._buf else chunk
         held = False
         if "\r" in buf:
@@ -48,22 +52,20 @@ class SSEDecoder:
         lines = buf.split("\n")
         rest = lines.pop()
         self._buf = rest + "\r" if held else rest
-        out: list[SSEEvent] = []
         for line in lines:
             if line.startswith("data:"):  # the hot path
                 self._data.append(line[6:] if line[5:6] == " " else line[5:])
                 continue
             if not line and self._data:  # the blank line that ends an event
                 data = self._data
-                out.append(SSEEvent(self._event or "message",
-                                    data[0] if len(data) == 1 else "\n".join(data), self._id))
-                self._event = ""
                 self._data = []
+                event, self._event = self._event, ""
+                yield SSEEvent(event or "message", data[0] if len(data) == 1 else "\n".join(data),
+                               self._id)
                 continue
             event = self._line(line)
             if event is not None:
-                out.append(event)
-        return out
+                yield event
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: finish a pending line and a pending event."""

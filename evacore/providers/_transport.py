@@ -273,7 +273,9 @@ async def sse_events(response: Body, dl: Deadlines, conn: Connection,
                     text = utf8.decode(chunk)  # split or invalid bytes: the decoder's rules
             for event in decoder.feed(text):
                 yield event
-        for event in decoder.feed(utf8.decode(b"", final=True)) + decoder.flush():
+        for event in decoder.feed(utf8.decode(b"", final=True)):
+            yield event
+        for event in decoder.flush():
             yield event
     finally:
         if tap_body is not None:

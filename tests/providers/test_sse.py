@@ -52,6 +52,28 @@ def test_r2_12_sse_keeps_unicode_line_separators_inside_json() -> None:
     assert decode([f"data: {data}\n\n"]) == [SSEEvent("message", data)]
 
 
+def test_r2_12_sse_hands_on_a_bursts_first_event_before_reading_the_rest(monkeypatch) -> None:
+    """A read that holds a whole answer (a fast model, a proxy's buffer) gives its first
+    event to the relay before the other events are made: the first token is not held back
+    by the parse of the rest."""
+    from evacore.providers import _sse
+
+    made: list[str] = []
+
+    class Counted(SSEEvent):
+        __slots__ = ()
+
+        def __init__(self, event: str, data: str, id: str | None = None) -> None:
+            made.append(data)
+            super().__init__(event, data, id)
+
+    monkeypatch.setattr(_sse, "SSEEvent", Counted)
+    events = iter(SSEDecoder().feed("".join(f"data: {n}\n\n" for n in range(200))))
+    assert next(events).data == "0"
+    assert made == ["0"]
+    assert [e.data for e in events] == [str(n) for n in range(1, 200)]
+
+
 class _Reads:
     """A response body handing out the given reads one by one."""
 
