@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from evacore.errors import Aborted, EvacoreError
 from evacore.logs import bind_tour, get_logger
 from evacore.pipeline import metrics
-from evacore.pipeline.reads import end_reads
+from evacore.pipeline.reads import end_reads_soon
 from evacore.pipeline.stages.base import run_stage
 from evacore.pipeline.stages.character import Character
 from evacore.pipeline.stages.context_shift import ContextShift
@@ -81,7 +81,7 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
                     _check_abort(tour)
                     await run_stage(core, tour, stage)
             finally:
-                await end_reads(tour)
+                end_reads_soon(tour)  # ends when this task first waits
             for stage in ASSEMBLE[READERS:]:
                 _check_abort(tour)
                 await run_stage(core, tour, stage)
