@@ -76,8 +76,9 @@ class HookRecord:
 
 @dataclass(slots=True)
 class InterceptResult:
-    messages: list[dict[str, Any]]
-    """The accepted messages; elements no hook changed are the caller's own dicts."""
+    messages: list[dict[str, Any]] | None
+    """The accepted messages; elements no hook changed are the caller's own dicts. None when
+    the caller gave a function that makes them and no hook asked for them (nothing changed)."""
     log: list[HookRecord]
     order: list[str] = field(default_factory=list)
     changed: bool = False
@@ -92,13 +93,26 @@ _UNSET: Any = object()
 class _Source:
     """The accepted messages of a run, with copies made only when a hook asks for them."""
 
-    __slots__ = ("_flags", "accepted", "shared")
+    __slots__ = ("_accepted", "_flags", "_make", "shared")
 
-    def __init__(self, accepted: list[dict[str, Any]]) -> None:
-        self.accepted = accepted
+    def __init__(self, accepted: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]
+                 ) -> None:
+        self._make = accepted if callable(accepted) else None
+        self._accepted = None if callable(accepted) else accepted
         self._flags: Any = _UNSET
         self.shared: list[dict[str, Any]] | None = None
         """One copy read-only hooks share while it stays unchanged."""
+
+    @property
+    def made(self) -> bool:
+        return self._accepted is not None
+
+    @property
+    def accepted(self) -> list[dict[str, Any]]:
+        if self._accepted is None:
+            assert self._make is not None
+            self._accepted = self._make()
+        return self._accepted
 
     def copy(self) -> list[dict[str, Any]]:
         if self._flags is _UNSET:
@@ -111,7 +125,7 @@ class _Source:
         return self.shared
 
     def set(self, accepted: list[dict[str, Any]]) -> None:
-        self.accepted, self._flags, self.shared = accepted, _UNSET, None
+        self._accepted, self._flags, self.shared = accepted, _UNSET, None
 
 
 class Dispatcher:
@@ -156,9 +170,14 @@ class Dispatcher:
             st.consecutive_failures, st.breaker_until = 0, 0.0
 
     # stage 8 ------------------------------------------------------------------------------
-    async def run_interceptors(self, messages: list[dict[str, Any]], *, ctx_base: CtxBase,
-                               budget_check: BudgetCheck | None = None) -> InterceptResult:
+    async def run_interceptors(
+        self, messages: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]], *,
+        ctx_base: CtxBase, budget_check: BudgetCheck | None = None,
+    ) -> InterceptResult:
         """Pass the messages through every interceptor in order; each gets its own copy.
+        `messages` may be a function that makes them: it is called only when a hook asks for
+        them (a hook with nothing to do, such as regex scripts with none set, costs no copy
+        of the prompt).
 
         A hook's changes are kept only if it finished in time, without error, holds
         `prompt:write`, and left protected elements alone; kept changes feed the next hook.
@@ -168,13 +187,13 @@ class Dispatcher:
         """
         hooks = self.manager.hooks("interceptor")
         if not hooks:
-            return InterceptResult(list(messages), [])
+            return InterceptResult(messages() if callable(messages) else list(messages), [])
         t_start = perf_counter()
         kind = "interceptor"
         order = [h.key for h in hooks]
         self._log_order(kind, order, ctx_base)
         states = self.manager.states
-        src = _Source(list(messages))
+        src = _Source(messages if callable(messages) else list(messages))
         counters: dict[str, list[int]] = {}
         log: list[HookRecord] = []
         changed = False
@@ -215,9 +234,10 @@ class Dispatcher:
             self._succeeded(h)
             log.append(HookRecord(kind, h.plugin, h.name, "applied" if changes else "no_change", None,
                                   ms, changes or None))
-        accepted = src.accepted
+        accepted = src.accepted if src.made else None
         budget: ElementChanges | None = None
         if changed and budget_check is not None:
+            assert accepted is not None  # a change made them
             fitted = budget_check(accepted)
             if inspect.isawaitable(fitted):
                 fitted = await fitted

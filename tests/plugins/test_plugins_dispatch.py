@@ -439,3 +439,32 @@ async def test_r3_multimodal_content_is_copied_deeply(load_plugins: Loader) -> N
 
 def test_r3_element_helper_shape() -> None:
     assert set(element("a")) >= {"id", "role", "content", "protected", "source", "kind", "tokens"}
+
+
+async def test_a_hook_that_never_reads_the_prompt_costs_no_copy_of_it(load_plugins: Loader) -> None:
+    """Given a function that makes the messages, the dispatcher calls it only when a hook
+    reads them: a hook with nothing to do (regex scripts with none set) leaves the prompt
+    unbuilt; one that reads it gets it, and its change comes back."""
+    made: list[int] = []
+
+    def make() -> list[dict]:  # type: ignore[type-arg]
+        made.append(1)
+        return prompt()
+
+    idle = load_plugins({"idle.py": """
+        from evacore.plugins import Plugin
+        plugin = Plugin(name="idle", version="1")
+
+        @plugin.interceptor(capabilities=["prompt:write"])
+        async def nothing(ctx):
+            return None
+    """})
+    result = await idle.dispatcher.run_interceptors(make, ctx_base=tour())
+    assert made == [] and result.messages is None and not result.changed
+    assert [r.outcome for r in result.log] == ["no_change"]
+
+    reader = load_plugins({"idle.py": _tagger("idle", 100, ["tag"])})
+    result = await reader.dispatcher.run_interceptors(make, ctx_base=tour())
+    assert made == [1] and result.changed
+    assert result.messages is not None
+    assert result.messages[-2]["content"].endswith("idle.tag")

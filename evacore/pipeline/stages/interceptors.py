@@ -38,12 +38,14 @@ class Interceptors:
         host = core.plugins
         if not host.manager.hooks("interceptor"):
             return
-        dicts = [el.to_dict() for el in tour.prompt]
-        result = await host.dispatcher.run_interceptors(dicts, ctx_base=host.ctx_base(tour))
+        prompt = tour.prompt
+        result = await host.dispatcher.run_interceptors(
+            lambda: [el.to_dict() for el in prompt], ctx_base=host.ctx_base(tour))
         note_records(tour, "interceptors", result.log)
         tour.diagnostics.setdefault("plugin_order", {})["interceptor"] = result.order
         if not result.changed:
             return
+        assert result.messages is not None  # a hook's change made them
         apply_dicts(tour.prompt, result.messages, reason="plugin")
         tour.prompt.take_changes()  # each hook's own record already says what it changed
         removed = await fit_prompt(core, tour, reason="budget after interceptors")
