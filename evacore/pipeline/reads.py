@@ -38,8 +38,6 @@ log = get_logger(__name__)
 
 _KEY = "_reads_session"
 """Where the open session is kept, in `tour.data` (popped, never returned by the API)."""
-_PENDING = "_reads_ending"
-"""A session left to `end_reads_soon`, with the loop's handle that will end it."""
 
 
 @asynccontextmanager
@@ -56,14 +54,8 @@ async def reads(core: Core, tour: Tour) -> AsyncIterator[AsyncSession]:
 
 
 async def end_reads(tour: Tour) -> None:
-    """End the tour's read session now, if one is open or left to `end_reads_soon` (its
-    transaction rolled back: it only read). Safe to call at any point, more than once, and
-    from a cancelled task."""
-    pending = tour.data.pop(_PENDING, None)
-    if pending is not None:
-        handle, session = pending
-        handle.cancel()
-        await close_session(session)
+    """End the tour's read session, if one is open (its transaction rolled back: it only
+    read). Safe to call at any point, more than once, and from a cancelled task."""
     session: AsyncSession | None = tour.data.pop(_KEY, None)
     if session is not None:
         await close_session(session)
@@ -75,17 +67,13 @@ _ENDING: set[asyncio.Task[None]] = set()
 
 def end_reads_soon(tour: Tour) -> None:
     """End the tour's read session, if one is open, at the event loop's next pass: the
-    tour's task goes on at once, and nothing reads through the session after this call
-    (`end_reads` still ends it at once, before a wait the next pass would come too late
-    for, such as the plugins' interceptors)."""
+    tour's task goes on at once, and nothing reads through the session after this call."""
     session: AsyncSession | None = tour.data.pop(_KEY, None)
     if session is not None:
-        handle = asyncio.get_running_loop().call_soon(_end, tour, session)
-        tour.data[_PENDING] = (handle, session)
+        asyncio.get_running_loop().call_soon(_end, session)
 
 
-def _end(tour: Tour, session: AsyncSession) -> None:
-    tour.data.pop(_PENDING, None)
+def _end(session: AsyncSession) -> None:
     try:
         rest = run_until_wait(session.close())
     except Exception:  # the connection is dropped by the pool; the tour is not concerned
