@@ -26,7 +26,9 @@ class EventStream(Response):
 
     With `write_through` (the tour's sink and the channel's framing of a batch), a token
     that comes alone is written from the tour's own task (`EventSink.relay`), or from the
-    network read that brought it (`EventSink.write_now`, the fast lane).
+    network read that brought it (`EventSink.write_now`, the fast lane). `frame_text`, the
+    channel's frame of one delta's text (None while it cannot frame one alone), lets that
+    read write the token with nothing made on the way (`EventSink.write_text_now`).
 
     With `head_with_first_chunk`, the response's head goes out with its first chunk,
     whoever writes it (the frames, the tour's task or the network read), so a channel can
@@ -43,9 +45,11 @@ class EventStream(Response):
                  on_gone: Callable[[], None], on_end: Callable[[], None] | None = None,
                  media_type: str = "text/event-stream",
                  write_through: tuple[EventSink, Callable[[Batch], bytes]] | None = None,
-                 head_with_first_chunk: bool = False) -> None:
+                 head_with_first_chunk: bool = False,
+                 frame_text: Callable[[str], bytes | None] | None = None) -> None:
         self.frames, self.on_gone, self.on_end = frames, on_gone, on_end
         self.write_through = write_through
+        self.frame_text = frame_text
         self.head_with_first_chunk = head_with_first_chunk
         self.status_code = 200
         self.media_type = media_type
@@ -86,7 +90,9 @@ class EventStream(Response):
                         return None
                     return _start(body(chunk), self.on_gone)
 
-                sink.write_through(write, now)
+                text = (direct_text_writer(send, self.frame_text, watcher)
+                        if direct and self.frame_text is not None else None)
+                sink.write_through(write, now, text)
             async with aclosing(self.frames) as frames:
                 async for chunk in frames:
                     if watcher.done():
@@ -126,11 +132,8 @@ def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
     it the ordinary way (which waits for the buffer to drain). None for any other server.
 
     A relayed token is one such chunk: this spares it the `send` coroutine and its checks."""
-    cycle = getattr(send, "__self__", None)
-    if type(cycle).__module__ != "uvicorn.protocols.http.httptools_impl" or not all(
-            hasattr(cycle, name) for name in (
-                "flow", "transport", "chunked_encoding", "disconnected", "response_started",
-                "response_complete", "scope")) or cycle.scope.get("method") == "HEAD":
+    cycle = _cycle(send)
+    if cycle is None:
         return None
     flow, transport = cycle.flow, cycle.transport
 
@@ -142,6 +145,41 @@ def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
         return True
 
     return write
+
+
+def direct_text_writer(send: Any, frame_text: Callable[[str], bytes | None],
+                       watcher: asyncio.Future[None]) -> Callable[[str], bool] | None:
+    """`direct_body_writer` and the channel's frame of one delta's text in one step: writes
+    the text's frame when the connection takes it at once and the channel frames it alone
+    (False, with nothing framed, otherwise). A relayed token's whole way to the socket."""
+    cycle = _cycle(send)
+    if cycle is None:
+        return None
+    flow, transport = cycle.flow, cycle.transport
+
+    def write(text: str) -> bool:
+        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
+                or not cycle.response_started or cycle.response_complete or watcher.done()):
+            return False
+        chunk = frame_text(text)
+        if chunk is None:
+            return False
+        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+        return True
+
+    return write
+
+
+def _cycle(send: Any) -> Any:
+    """The uvicorn httptools request cycle behind `send`, when the direct writers may use
+    it (a response with a body); None otherwise."""
+    cycle = getattr(send, "__self__", None)
+    if type(cycle).__module__ != "uvicorn.protocols.http.httptools_impl" or not all(
+            hasattr(cycle, name) for name in (
+                "flow", "transport", "chunked_encoding", "disconnected", "response_started",
+                "response_complete", "scope")) or cycle.scope.get("method") == "HEAD":
+        return None
+    return cycle
 
 
 def _start(coro: Coroutine[Any, Any, None], on_error: Callable[[], None]

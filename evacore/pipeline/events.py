@@ -22,6 +22,9 @@ Writer = Callable[[Batch], Awaitable[None]]
 NowWriter = Callable[[Batch], "asyncio.Future[None] | None"]
 """Writes a batch at once, from any callback; returns None when it went out, or the
 future of a write the transport made wait (its flow control), which finishes in order."""
+TextWriter = Callable[[str], bool]
+"""Writes one delta's text at once, from any callback, when its connection takes it
+without waiting; False (nothing done, nothing framed) otherwise."""
 DEFAULT_MAX_BYTES = 1024 * 1024
 """Queued event bytes (text lengths, roughly) past which the producer waits for the reader."""
 _EVENT_COST = 64
@@ -61,19 +64,34 @@ class EventSink:
         self._space.set()
         self._writer: Writer | None = None
         self._now: NowWriter | None = None
+        self._text: TextWriter | None = None
         self._pending: asyncio.Future[None] | None = None
         """A write of `write_now` that its transport made wait."""
         self._writing = False
         """A batch is being written (by the reader, by `relay` through the writer, or by
         `write_now` while its transport makes it wait)."""
 
-    def write_through(self, writer: Writer | None, now: NowWriter | None = None) -> None:
+    def write_through(self, writer: Writer | None, now: NowWriter | None = None,
+                      text: TextWriter | None = None) -> None:
         """A streaming channel that writes a batch by awaiting `writer(batch)` offers it
         here (None takes it back): `relay` then hands a delta to it in the producer's own
         task, with no wake-up of the channel's task, whenever nothing waits in the queue.
-        `now` also writes a batch without a task (`write_now`, the fast lane)."""
+        `now` also writes a batch without a task (`write_now`, the fast lane); `text`, one
+        delta's text with no event made for it (`write_text_now`)."""
         self._writer = writer
         self._now = now
+        self._text = text
+
+    def write_text_now(self, text: str) -> bool:
+        """Write one delta's text at once, from any callback, when nothing is queued or
+        being written and the channel's connection takes it without waiting: the relayed
+        token's shortest way (no event tuple, no batch). False (nothing done) otherwise:
+        the caller then goes the way of `write_now`."""
+        write = self._text
+        if (write is None or self._writing or self._items or self.closed
+                or self.history is not None):
+            return False
+        return write(text)
 
     def write_now(self, batch: Batch) -> bool:
         """Write `batch` at once, from any callback, when a channel offered a writer for it

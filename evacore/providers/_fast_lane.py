@@ -54,19 +54,24 @@ class FastLane:
                ) -> Callable[[bytes], bool]:
         """The body tap of a connection whose chunks `decoder` (after `utf8`) decodes."""
 
+        tap = self.tap
+
         def take(body: bytes) -> bool:
-            give = self.tap.take
-            if give is None or self.closed or not decoder.idle() or utf8.buffer:
+            if tap.take is None or self.closed or not decoder.idle() or utf8.buffer:
                 return False
-            piece = chunk_text(body, self)  # one event of the shape the parse learned
-            if piece is not None:
-                texts = [piece]
-            else:
-                texts = self._texts(body)
-                if texts is None:
-                    return False
             try:
-                taken = give(texts)
+                piece = chunk_text(body, self)  # one event of the shape the parse learned
+                if piece is None:
+                    texts = self._texts(body)
+                    if texts is None:
+                        return False
+                    if len(texts) == 1:
+                        piece = texts[0]
+                if piece is not None:
+                    give_one = tap.take_text
+                    taken = give_one(piece) if give_one is not None else tap.take([piece])
+                else:
+                    taken = tap.take(texts)
             except Exception:  # noqa: BLE001 - a tap that fails refuses; the ordinary path goes on
                 self.closed = True
                 return False

@@ -168,12 +168,15 @@ class TextTap:
     events in order, as they would have without the tap. An adapter that has a fast lane
     calls it only for texts that would have been plain `TextDelta`s, only while the
     consumer waits for its next event and nothing is left unread before them.
+    `take_text(text)`, set with it, is the same for one text (the usual network read of a
+    model streaming at its pace), with no list made for it.
     """
 
-    __slots__ = ("take",)
+    __slots__ = ("take", "take_text")
 
     def __init__(self) -> None:
         self.take: Callable[[list[str]], bool] | None = None
+        self.take_text: Callable[[str], bool] | None = None
 
 
 @runtime_checkable

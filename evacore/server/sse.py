@@ -13,6 +13,11 @@ _DELTA_START = b'event: delta\ndata: {"text":'
 _DELTA_END = b"}\n\n"
 
 
+def delta_frame(text: str) -> bytes:
+    """The frame of a `delta` event with only `text` in it (a relayed token)."""
+    return _DELTA_START + orjson.dumps(text) + _DELTA_END
+
+
 def sse_frame(name: str, data: dict[str, Any]) -> bytes:
     if name == "delta" and len(data) == 1:
         text = data.get("text")

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
-from evacore.channels.event_stream import direct_body_writer
+from evacore.channels.event_stream import direct_body_writer, direct_text_writer
 from tests.helpers import free_port
 
 CHUNKS = [f"data: token {i}\n\n".encode() for i in range(200)]
@@ -25,6 +25,9 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     while (await receive()).get("more_body"):
         pass
+    if scope["path"] == "/texts":
+        await _texts(send)
+        return
     if scope["path"] == "/wrapped":
         inner = send
 
@@ -40,6 +43,35 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     if direct is not None:
         assert not direct(b"late")  # the response is complete: nothing more goes out
+
+
+TEXTS = ["plain", 'a "quote"', "line\nbreak", "üñí ✓ 🙂", "back\\slash"]
+
+
+async def _texts(send: Any) -> None:
+    """Each text framed by the channel's frame and written by `direct_text_writer`; a
+    frame that refuses (None) leaves the text unwritten and unframed."""
+    framed: list[str] = []
+
+    def frame(text: str) -> bytes | None:
+        if text == "refused":
+            return None
+        framed.append(text)
+        return b"data: " + text.encode().replace(b"\n", b"\\n") + b"\n\n"
+
+    watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    write = direct_text_writer(send, frame, watcher)
+    assert write is not None
+    assert not write("before the head")  # nothing is written before the response starts
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    for text in TEXTS:
+        assert write(text)
+    assert not write("refused")
+    watcher.set_result(None)  # the client went away (as the stream's watcher sees it)
+    assert not write("after the client left")
+    assert framed == TEXTS
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 @pytest.fixture
@@ -82,3 +114,11 @@ def test_a_send_of_another_server_gets_no_direct_writer() -> None:
 
     assert direct_body_writer(send) is None
     assert direct_body_writer(print) is None
+
+
+async def test_texts_written_directly_are_framed_by_the_channel_in_order(base_url: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        r = await client.post("/texts", content=b"{}")
+    assert r.status_code == 200
+    assert r.content == b"".join(b"data: " + t.encode().replace(b"\n", b"\\n") + b"\n\n"
+                                 for t in TEXTS)

@@ -193,3 +193,39 @@ async def test_r12_4_a_reader_that_pauses_gets_every_paced_byte_in_order(
         assert tour["status"] == "completed"
         assert tour["diagnostics"].get("fast_lane_deltas", 0) > 0
         assert (await messages(api, chat))[-1]["content"] == "".join(pieces)
+
+
+PIECES = ['He said "hi"', "\n", "tab\there", " üñí", " 🙂", " back\\slash", " </script>", " end."]
+
+
+async def test_r2_12_paced_texts_reach_both_routes_exactly_from_the_network_read(
+    server: ServerProcess, openai_fake: FakeUpstream
+) -> None:
+    """On a real `evacore serve`, a paced answer whose texts need escaping comes out of the
+    generate route and the OpenAI-compatible facade text for text, written from the
+    upstream's read (the tours' `fast_lane_deltas`), and is stored whole."""
+    text = "".join(PIECES)
+    for _ in range(2):
+        openai_fake.script.add(Reply(text=text, chunks=PIECES, token_delay=0.01))
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers(),
+                                 timeout=30) as api:
+        connection = await fake_connection(api, openai_fake, name="lane")
+        chat = await new_chat(api, connection)
+        events = await stream(api, chat, "Say it.")
+        assert deltas(events) == PIECES
+        tour_id = next(d["tour_id"] for n, d in events if n == "tour")
+        assert (await tour_of(api, tour_id))["diagnostics"]["fast_lane_deltas"] >= 4
+        assert (await messages(api, chat))[-1]["content"] == text
+
+        r = await api.post("/v1/chat/completions", json={
+            "model": "@lane", "stream": True,
+            "messages": [{"role": "user", "content": "Say it."}]})
+        assert r.status_code == 200, r.text
+        lines = [line[6:] for line in r.text.split("\n\n") if line.startswith("data: ")]
+        assert lines[-1] == "[DONE]"
+        contents = [choice["delta"].get("content") for line in lines[:-1]
+                    for choice in orjson.loads(line)["choices"]]
+        assert "".join(c for c in contents if c) == text
+        assert [c for c in contents if c] == PIECES
+        tour = await tour_of(api, r.headers["X-Evacore-Tour"])
+        assert tour["diagnostics"]["fast_lane_deltas"] >= 4

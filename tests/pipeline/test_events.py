@@ -178,3 +178,26 @@ async def test_r12_4_the_fast_lane_never_queues_past_the_bound_nor_for_nobody() 
     assert not sink.queue_now([("delta", {"text": "z"})])
     assert [d["text"][0] for _, d in await waiting] == ["x", "x"]
     await reader.aclose()
+
+
+async def test_r12_4_one_text_goes_straight_to_the_channel_only_when_nothing_is_before_it() -> None:
+    """`write_text_now` hands one delta's text to the channel's text writer when nothing is
+    queued or being written; otherwise it refuses with nothing done (the caller goes the
+    batch way, which keeps the order), and so does a sink that records its events."""
+    sink = EventSink()
+    texts: list[str] = []
+    assert not sink.write_text_now("a")  # no channel offered a text writer
+    sink.write_through(None, lambda batch: None, lambda text: bool(texts.append(text)) or True)
+    reader, waiting = await _reading(sink)
+    assert sink.write_text_now("a") and texts == ["a"]
+    sink.emit("delta", {"text": "b"})  # queued for the reader, not yet taken
+    assert not sink.write_text_now("c") and texts == ["a"]
+    assert await waiting == [("delta", {"text": "b"})]
+    sink.write_through(None, lambda batch: None, lambda text: False)  # the connection is busy
+    assert not sink.write_text_now("d")
+    recording = EventSink()
+    recording.record()
+    recording.write_through(None, lambda batch: None, lambda text: bool(texts.append(text)) or True)
+    assert not recording.write_text_now("e") and texts == ["a"]
+    sink.close()
+    await reader.aclose()

@@ -94,6 +94,42 @@ async def test_the_tap_takes_plain_deltas_in_stream_order_and_nothing_after_done
     assert end.usage is not None and end.usage.total_tokens == 10
 
 
+async def test_a_chunk_of_one_text_goes_to_take_text_and_a_chunk_of_several_to_take() -> None:
+    """The consumer's one-text door (`take_text`) gets each read that brings one plain
+    text, with no list made; a read of several texts still goes to `take`; order holds."""
+    with _server(WRITES, 0.03) as server:
+        provider = make_provider(_connection(server.url))
+        tap = TextTap()
+        seen: list[tuple[str, str]] = []
+
+        def one(text: str) -> bool:
+            seen.append(("one", text))
+            return True
+
+        async for event in provider.stream(chat_request(), tap=tap):
+            if isinstance(event, TextDelta):
+                seen.append(("event", event.text))
+                tap.take = lambda texts: bool(seen.extend(("tap", t) for t in texts)) or True
+                tap.take_text = one
+        await provider.aclose()
+    assert seen == [("event", "A "), ("one", "B "), ("event", "split "), ("tap", "C1 "),
+                    ("tap", "C2 "), ("event", "D "), ("one", "E "), ("event", "R ")]
+
+
+async def test_a_one_text_door_that_refuses_loses_nothing() -> None:
+    with _server(WRITES, 0.03) as server:
+        provider = make_provider(_connection(server.url))
+        tap = TextTap()
+        texts: list[str] = []
+        async for event in provider.stream(chat_request(), tap=tap):
+            if isinstance(event, TextDelta):
+                texts.append(event.text)
+                tap.take = lambda batch: False
+                tap.take_text = lambda text: False
+        await provider.aclose()
+    assert texts == ["A ", "B ", "split ", "C1 ", "C2 ", "D ", "E ", "R "]
+
+
 async def test_crlf_line_ends_take_the_fast_lane_too() -> None:
     writes = [w.replace("\n", "\r\n") for w in WRITES]
     with _server(writes, 0.03) as server:

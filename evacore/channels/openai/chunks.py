@@ -77,6 +77,11 @@ class ChunkWriter:
         self.text.append(text)
         return self._text_start + orjson.dumps(text) + self._text_end
 
+    def text_alone(self, text: str) -> bytes | None:
+        """The chunk of one delta's text once the stream has begun (None before: its first
+        chunk goes out through `events`, which starts it)."""
+        return self._text_chunk(text) if self.started and text else None
+
     def events(self, batch: list[tuple[str, dict[str, Any]]]) -> bytes:
         """The chunks of a batch of tour events (empty when nothing in it is for the client)."""
         if len(batch) == 1 and self.started:  # a token that came alone: its one chunk

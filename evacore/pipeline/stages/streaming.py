@@ -86,10 +86,25 @@ class Streaming:
                 first_out(time.perf_counter())
             return True
 
+        write_text = sink.write_text_now
+
+        def take_text(text: str) -> bool:
+            """`take` for one text, written with no event made for it when the channel's
+            connection takes it at once (else the way of `take`)."""
+            nonlocal taken
+            if abort.fired or not write_text(text):
+                return take([text])
+            parts.append(text)
+            taken += 1
+            if first:
+                tour.data["partial_tokens"] = tour.data["prefill_sent"] = True
+                first_out(time.perf_counter())
+            return True
+
         if tap is not None and not prefix and not seam:
             # nothing goes in front of the first text: it may take the lane too, which
             # spares the tour's task a wake-up before the client's first token
-            tap.take = take
+            tap.take, tap.take_text = take, take_text
 
         try:
             async with contextlib.aclosing(events):
@@ -125,7 +140,8 @@ class Streaming:
                             if first:
                                 first_out(now)
                             if written and tap is not None and tap.take is None:
-                                tap.take = take  # the next plain texts may skip this task
+                                # the next plain texts may skip this task
+                                tap.take, tap.take_text = take, take_text
                     elif isinstance(event, ToolCall):
                         call = {"id": event.id, "name": event.name, "arguments": event.arguments}
                         step.tool_calls.append(call)
@@ -145,7 +161,7 @@ class Streaming:
                             tour.data["model"] = event.model
         finally:
             if tap is not None:
-                tap.take = None
+                tap.take = tap.take_text = None
             if taken:  # deltas that went out from the network read (diagnostics)
                 tour.diagnostics["fast_lane_deltas"] = (
                     tour.diagnostics.get("fast_lane_deltas", 0) + taken)

@@ -31,7 +31,7 @@ from evacore.pipeline.tour import Tour
 from evacore.server.auth import AnyUser, Identity
 from evacore.server.deps import CoreDep
 from evacore.server.errors import error_response
-from evacore.server.sse import sse_frame
+from evacore.server.sse import delta_frame, sse_frame
 
 router = APIRouter(tags=["generate"])
 
@@ -157,7 +157,7 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
     return EventStream(_stream(first, events), {"X-Tour-Id": running.id},
                        on_gone=lambda: running.abort("client disconnected"),
                        on_end=lambda: running.abort("client disconnected"),
-                       write_through=(tour.events, _frames))
+                       write_through=(tour.events, _frames), frame_text=delta_frame)
 
 
 async def _client_gone(receive: Receive) -> None:
