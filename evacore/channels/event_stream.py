@@ -132,54 +132,40 @@ def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
     it the ordinary way (which waits for the buffer to drain). None for any other server.
 
     A relayed token is one such chunk: this spares it the `send` coroutine and its checks."""
-    cycle = _cycle(send)
-    if cycle is None:
-        return None
-    flow, transport = cycle.flow, cycle.transport
-
-    def write(chunk: bytes) -> bool:
-        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
-                or not cycle.response_started or cycle.response_complete):
-            return False
-        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
-        return True
-
-    return write
+    return _direct_writer(send, None, None)
 
 
 def direct_text_writer(send: Any, frame_text: Callable[[str], bytes | None],
                        watcher: asyncio.Future[None]) -> Callable[[str], bool] | None:
     """`direct_body_writer` and the channel's frame of one delta's text in one step: writes
-    the text's frame when the connection takes it at once and the channel frames it alone
-    (False, with nothing framed, otherwise). A relayed token's whole way to the socket."""
-    cycle = _cycle(send)
-    if cycle is None:
-        return None
-    flow, transport = cycle.flow, cycle.transport
-
-    def write(text: str) -> bool:
-        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
-                or not cycle.response_started or cycle.response_complete or watcher.done()):
-            return False
-        chunk = frame_text(text)
-        if chunk is None:
-            return False
-        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
-        return True
-
-    return write
+    the text's frame when the connection takes it at once, the stream's watcher has not
+    seen the client go and the channel frames the text alone (False, with nothing framed,
+    otherwise). A relayed token's whole way to the socket."""
+    return _direct_writer(send, frame_text, watcher)
 
 
-def _cycle(send: Any) -> Any:
-    """The uvicorn httptools request cycle behind `send`, when the direct writers may use
-    it (a response with a body); None otherwise."""
+def _direct_writer(send: Any, frame: Callable[[Any], bytes | None] | None,
+                   watcher: asyncio.Future[None] | None) -> Callable[[Any], bool] | None:
     cycle = getattr(send, "__self__", None)
     if type(cycle).__module__ != "uvicorn.protocols.http.httptools_impl" or not all(
             hasattr(cycle, name) for name in (
                 "flow", "transport", "chunked_encoding", "disconnected", "response_started",
                 "response_complete", "scope")) or cycle.scope.get("method") == "HEAD":
         return None
-    return cycle
+    flow, transport = cycle.flow, cycle.transport
+
+    def write(item: Any) -> bool:
+        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
+                or not cycle.response_started or cycle.response_complete
+                or (watcher is not None and watcher.done())):
+            return False
+        chunk = item if frame is None else frame(item)
+        if chunk is None:
+            return False
+        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+        return True
+
+    return write
 
 
 def _start(coro: Coroutine[Any, Any, None], on_error: Callable[[], None]

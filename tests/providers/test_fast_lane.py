@@ -62,13 +62,20 @@ def _connection(url: str, timeouts: Timeouts | None = None) -> Connection:
 
 
 async def _consume(provider, tap: TextTap, seen: list[tuple[str, str]],
-                   refuse: bool = False) -> list[object]:
-    """Read the stream, opening the tap after the first text (as stage 12 does)."""
+                   refuse: bool = False, one: bool = False) -> list[object]:
+    """Read the stream, opening the tap after the first text (as stage 12 does); with `one`,
+    its one-text door too (what it takes is seen as "one")."""
 
     def take(texts: list[str]) -> bool:
         if refuse:
             return False
         seen.extend(("tap", t) for t in texts)
+        return True
+
+    def take_text(text: str) -> bool:
+        if refuse:
+            return False
+        seen.append(("one", text))
         return True
 
     events: list[object] = []
@@ -77,6 +84,8 @@ async def _consume(provider, tap: TextTap, seen: list[tuple[str, str]],
         if isinstance(event, TextDelta):
             seen.append(("event", event.text))
             tap.take = take
+            if one:
+                tap.take_text = take_text
     return events
 
 
@@ -99,35 +108,11 @@ async def test_a_chunk_of_one_text_goes_to_take_text_and_a_chunk_of_several_to_t
     text, with no list made; a read of several texts still goes to `take`; order holds."""
     with _server(WRITES, 0.03) as server:
         provider = make_provider(_connection(server.url))
-        tap = TextTap()
         seen: list[tuple[str, str]] = []
-
-        def one(text: str) -> bool:
-            seen.append(("one", text))
-            return True
-
-        async for event in provider.stream(chat_request(), tap=tap):
-            if isinstance(event, TextDelta):
-                seen.append(("event", event.text))
-                tap.take = lambda texts: bool(seen.extend(("tap", t) for t in texts)) or True
-                tap.take_text = one
+        await _consume(provider, TextTap(), seen, one=True)
         await provider.aclose()
     assert seen == [("event", "A "), ("one", "B "), ("event", "split "), ("tap", "C1 "),
                     ("tap", "C2 "), ("event", "D "), ("one", "E "), ("event", "R ")]
-
-
-async def test_a_one_text_door_that_refuses_loses_nothing() -> None:
-    with _server(WRITES, 0.03) as server:
-        provider = make_provider(_connection(server.url))
-        tap = TextTap()
-        texts: list[str] = []
-        async for event in provider.stream(chat_request(), tap=tap):
-            if isinstance(event, TextDelta):
-                texts.append(event.text)
-                tap.take = lambda batch: False
-                tap.take_text = lambda text: False
-        await provider.aclose()
-    assert texts == ["A ", "B ", "split ", "C1 ", "C2 ", "D ", "E ", "R "]
 
 
 async def test_crlf_line_ends_take_the_fast_lane_too() -> None:
@@ -141,11 +126,12 @@ async def test_crlf_line_ends_take_the_fast_lane_too() -> None:
                     ("tap", "C2 "), ("event", "D "), ("tap", "E "), ("event", "R ")]
 
 
-async def test_a_refusing_tap_loses_nothing() -> None:
+@pytest.mark.parametrize("one", [False, True], ids=["take", "take_text"])
+async def test_a_refusing_tap_loses_nothing(one: bool) -> None:
     with _server(WRITES, 0.02) as server:
         provider = make_provider(_connection(server.url))
         seen: list[tuple[str, str]] = []
-        await _consume(provider, TextTap(), seen, refuse=True)
+        await _consume(provider, TextTap(), seen, refuse=True, one=one)
         await provider.aclose()
     assert "".join(t for _, t in seen) == "A B split C1 C2 D E R "
     assert {kind for kind, _ in seen} == {"event"}
