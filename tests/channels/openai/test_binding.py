@@ -181,26 +181,39 @@ async def test_r14_1_a_chat_named_with_another_model_stays_bound_to_its_own(
 
 @contextmanager
 def transactions(core: Core) -> Iterator[list[list[str]]]:
-    """The statements run meanwhile, one list per transaction (a new one after each commit),
-    but the abort poll's (it runs by the clock)."""
-    seen: list[list[str]] = [[]]
+    """The statements run meanwhile, one list per transaction in the order each began, but
+    the abort poll's (it runs by the clock). A transaction is one connection's statements up
+    to its commit or rollback: another session's commit meanwhile (the abort poll's, a
+    heartbeat's) does not split it, though on PostgreSQL its statements interleave."""
+    seen: list[list[str]] = []
+    open_: dict[int, list[str]] = {}
 
-    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+    def key(conn: Any) -> int:
+        return id(conn.connection.dbapi_connection)
+
+    def note(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         text = " ".join(statement.split()).upper()
-        if not (text.startswith("SELECT TOURS.ID") and "ABORT_REQUESTED" in text):
-            seen[-1].append(text)
+        if text.startswith("SELECT TOURS.ID") and "ABORT_REQUESTED" in text:
+            return
+        tx = open_.get(key(conn))
+        if tx is None:
+            tx = open_[key(conn)] = []
+            seen.append(tx)
+        tx.append(text)
 
-    def commit(_conn: Any) -> None:
-        seen.append([])
+    def end(conn: Any) -> None:
+        open_.pop(key(conn), None)
 
     engine = core.engine.sync_engine
     event.listen(engine, "before_cursor_execute", note)
-    event.listen(engine, "commit", commit)
+    event.listen(engine, "commit", end)
+    event.listen(engine, "rollback", end)
     try:
         yield seen
     finally:
         event.remove(engine, "before_cursor_execute", note)
-        event.remove(engine, "commit", commit)
+        event.remove(engine, "commit", end)
+        event.remove(engine, "rollback", end)
 
 
 @pytest.mark.parametrize("paced", [False, True])
