@@ -22,5 +22,5 @@ def sse_frame(name: str, data: dict[str, Any]) -> bytes:
     if name == "delta" and len(data) == 1:
         text = data.get("text")
         if type(text) is str:  # a relayed token: its frame around its text's JSON
-            return _DELTA_START + orjson.dumps(text) + _DELTA_END
+            return delta_frame(text)
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"

@@ -69,6 +69,11 @@ class Streaming:
             first = False
             tour.diagnostics["first_token_ms"] = round((now - tour.started) * 1000, 3)
 
+        def first_from_read() -> None:
+            """The answer's first text went out from the network read."""
+            tour.data["partial_tokens"] = tour.data["prefill_sent"] = True
+            first_out(time.perf_counter())
+
         def take(texts: list[str]) -> bool:
             """The fast lane: texts from the network read, written at once or queued for
             the channel's task (this tour's task is not woken for them), or refused."""
@@ -81,9 +86,8 @@ class Streaming:
                 return False
             parts.extend(texts)
             taken += len(texts)
-            if first:  # the answer's first text went out from the network read
-                tour.data["partial_tokens"] = tour.data["prefill_sent"] = True
-                first_out(time.perf_counter())
+            if first:
+                first_from_read()
             return True
 
         write_text = sink.write_text_now
@@ -97,8 +101,7 @@ class Streaming:
             parts.append(text)
             taken += 1
             if first:
-                tour.data["partial_tokens"] = tour.data["prefill_sent"] = True
-                first_out(time.perf_counter())
+                first_from_read()
             return True
 
         if tap is not None and not prefix and not seam:
