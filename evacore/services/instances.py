@@ -102,8 +102,11 @@ async def sweep(session: AsyncSession, stale_seconds: float = STALE_SECONDS) -> 
     """Settle the tours of every instance silent past `stale_seconds`, and of tours that name
     no registered instance (left by a release without heartbeats)."""
     cutoff = utcnow() - timedelta(seconds=stale_seconds)
+    # A row another transaction holds belongs to an instance in the middle of its beat: alive,
+    # and waiting for that lock could hang this start or beat behind a stalled process.
     stale = list((await session.scalars(
-        select(Instance.id).where(Instance.heartbeat_at < cutoff))).all())
+        select(Instance.id).where(Instance.heartbeat_at < cutoff)
+        .with_for_update(skip_locked=True))).all())
     known = select(Instance.id)
     result = await session.execute(
         update(Tour).where(

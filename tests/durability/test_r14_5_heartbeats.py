@@ -7,13 +7,17 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from sqlalchemy import select
+import pytest
+from sqlalchemy import insert, select, update
 
 from evacore.config import Settings
 from evacore.core import start_core
+from evacore.domain.ids import utcnow
+from evacore.store.db import create_engine
 from evacore.store.tables import Instance, Message, Tour
 from tests.conftest import MASTER_TOKEN, wipe
 from tests.helpers import ServerProcess
@@ -99,7 +103,9 @@ async def test_r14_5_restarting_one_instance_leaves_another_s_tour_running(
         runner.start()
         await _wait_status(watcher, chat, "running", within=20)
         a.kill()
-        a.start()  # a restart of A, same data dir and so the same instance id
+        # a restart of A, same data dir and so the same instance id; off the loop, so the
+        # watcher here goes on beating meanwhile as an instance does
+        await asyncio.to_thread(a.start)
         assert await _tour_status(watcher, chat) in ("running", "completed")
         await _wait_status(watcher, chat, "completed", within=40)
         await asyncio.to_thread(runner.join, 30)
@@ -108,3 +114,40 @@ async def test_r14_5_restarting_one_instance_leaves_another_s_tour_running(
         a.kill()
         b.kill()
         await watcher.aclose()
+
+
+async def test_r14_5_an_instance_stalled_in_its_beat_never_holds_up_another_s_start(
+    settings: Settings, backend: str
+) -> None:
+    """An instance whose heartbeat is old but whose row is locked by its open transaction is in
+    the middle of a beat (stalled, not dead): a starting instance leaves it for a later sweep
+    instead of waiting on its lock, which would hang the start as long as the stall lasts."""
+    if backend != "postgresql":
+        pytest.skip("SQLite locks the whole database file, not rows")
+    await wipe(settings.db_url)
+    engine = create_engine(settings.db_url)
+    old = utcnow() - timedelta(seconds=60)
+    async with engine.begin() as conn:
+        await conn.execute(insert(Instance).values(id="stalled", hostname="elsewhere", pid=1,
+                                                   started_at=old, heartbeat_at=old))
+    stalled = await engine.connect()
+    try:
+        await stalled.execute(update(Instance).where(Instance.id == "stalled")
+                              .values(heartbeat_at=old))  # its beat began, then it stalled
+        core = await asyncio.wait_for(start_core(settings.model_copy(
+            update={"stale_seconds": 3.0})), timeout=15)
+        try:
+            await asyncio.wait_for(core.heartbeat.beat(), timeout=5)
+            async with core.session() as s:
+                ids = set((await s.scalars(select(Instance.id))).all())
+            assert ids == {core.instance_id, "stalled"}
+            await stalled.rollback()  # the stall ends without a beat: now it is silent
+            await core.heartbeat.beat()
+            async with core.session() as s:
+                ids = set((await s.scalars(select(Instance.id))).all())
+            assert ids == {core.instance_id}
+        finally:
+            await core.aclose()
+    finally:
+        await stalled.close()
+        await engine.dispose()
