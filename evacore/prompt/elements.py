@@ -22,7 +22,7 @@ KINDS = (
 _COMPARED = ("role", "content", "protected", "name", "tool_calls", "tool_call_id", "kind")
 
 
-@dataclass
+@dataclass(slots=True)
 class Element:
     """One piece of the prompt. `id` is stable across tours (e.g. `history:<message id>`)."""
 

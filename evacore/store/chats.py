@@ -22,7 +22,7 @@ from evacore.store import direct
 from evacore.store.tables import Character, Chat, Connection, Message, Persona, Variant
 
 
-@dataclass
+@dataclass(slots=True)
 class HistoryMessage:
     """A message as the pipeline reads it: the active variant's text and steps folded in."""
 
@@ -242,23 +242,15 @@ async def history_newest_first(
     for (id_, position, role, name, content, images, hidden, created_at, extra,
          variant_id, variant_content, variant_steps, variant_status) in rows:
         found = variant_id is not None
-        out.append(
-            HistoryMessage(
-                id=id_,
-                position=position,
-                role=role,
-                name=name,
-                content=variant_content if found else content,
-                images=images or [],
-                steps=(variant_steps if found else []) or [],
-                hidden=hidden,
-                variant_id=variant_id,
-                created_at=created_at,
-                resolved=not found and _is_resolved(content, extra),
-                unfinished=variant_status in ("aborted", "failed"),
-            )
-        )
+        # positional, in the order of HistoryMessage's fields: a long chat reads hundreds
+        out.append(HistoryMessage(
+            id_, position, role, name, variant_content if found else content, images or [],
+            (variant_steps if found else None) or [], hidden, variant_id, created_at,
+            not found and _is_resolved(content, extra), variant_status in _UNFINISHED))
     return out
+
+
+_UNFINISHED = frozenset(("aborted", "failed"))
 
 
 def _text_mark(text: str) -> str:

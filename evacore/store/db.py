@@ -42,7 +42,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def _dumps(value: Any) -> str:
+def dumps_json(value: Any) -> str:
     """JSON columns through orjson (several times faster than the standard library on a
     tour's diagnostics); what orjson refuses (an integer past 64 bits) takes the slow road."""
     try:
@@ -51,7 +51,7 @@ def _dumps(value: Any) -> str:
         return json.dumps(value)
 
 
-def _loads(text: str | bytes) -> Any:
+def loads_json(text: str | bytes) -> Any:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -66,8 +66,8 @@ closed for each busy moment (a thread and four pragmas each time) costs more tha
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An async engine; SQLite gets WAL, a busy timeout and foreign keys on every connection."""
-    kwargs.setdefault("json_serializer", _dumps)
-    kwargs.setdefault("json_deserializer", _loads)
+    kwargs.setdefault("json_serializer", dumps_json)
+    kwargs.setdefault("json_deserializer", loads_json)
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":

@@ -23,14 +23,15 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ClauseElement
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import JSON, TypeDecorator
 
 from evacore.store import recall
-from evacore.store.db import connect_now
+from evacore.store.db import connect_now, loads_json
 from evacore.store.sqlite_driver import OneTripConnection
 
 _Process = Callable[[Any], Any]
@@ -56,7 +57,8 @@ def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _P
             return None  # the execution context would compute Python-side defaults
         if any(isinstance(entry[3], TypeDecorator) for entry in compiled._result_columns):
             return None  # its own reading may turn a NULL into something: not direct
-        columns = tuple((i, process) for i, entry in enumerate(compiled._result_columns)
+        columns = tuple((i, _json_reader(entry[3], dialect, process))
+                        for i, entry in enumerate(compiled._result_columns)
                         if entry[3] is not None
                         and (process := entry[3]._cached_result_processor(dialect, None)))
         processors = compiled._bind_processors
@@ -73,6 +75,25 @@ def _prepared(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _
     if hit is None or hit[0] is not stmt:
         hit = _PREPARED[(id(stmt), keys)] = (stmt, _compile(stmt, keys, dialect))
     return hit[1]
+
+
+def _json_reader(type_: Any, dialect: Dialect, process: _Process) -> _Process:
+    """A JSON column's reader on SQLite: the engine's deserializer (`loads_json`) begins with
+    orjson, so a value orjson reads is read by orjson alone, without SQLAlchemy's two layers
+    of wrappers (paid for every JSON value of every history row); anything else (an old
+    row's NaN, a number SQLite holds as one) goes through the column's own processor."""
+    if (dialect.name != "sqlite" or getattr(dialect, "_json_deserializer", None) is not loads_json
+            or not isinstance(type_, JSON)
+            or type_._str_impl.result_processor(dialect, None) is not None):
+        return process
+
+    def read(value: Any) -> Any:
+        try:
+            return orjson.loads(value)
+        except (TypeError, ValueError):
+            return process(value)
+
+    return read
 
 
 def _direct_driver(sync: Connection) -> OneTripConnection | None:

@@ -290,25 +290,26 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
     `max_chars` with a note); a call the tour never answered (it was aborted mid-step) gets
     an `error:` result, so every replayed call is followed by its result as providers require.
     """
-    group = f"msg:{m.id}"
+    group, key = f"msg:{m.id}", f"history:{m.id}"
     if m.role != "assistant":
         content: Any = m.content
-        # a stored entry of another shape than domain/images.py accepts is skipped
-        parts = [p for p in (image_part(img) for img in m.images or ()) if p is not None]
-        if parts:
-            content = [{"type": "text", "text": m.content}, *parts]
+        if m.images:
+            # a stored entry of another shape than domain/images.py accepts is skipped
+            parts = [p for p in (image_part(img) for img in m.images) if p is not None]
+            if parts:
+                content = [{"type": "text", "text": m.content}, *parts]
         role = "user" if m.role == "user" else "system"
-        return [Element(id=f"history:{m.id}", role=role, content=content,
-                        source=f"history:{m.id}", kind="history", group=group,
-                        name=None, meta={"position": m.position, "speaker": m.name})]
+        return [Element(id=key, role=role, content=content, source=key, kind="history",
+                        group=group, name=None,
+                        meta={"position": m.position, "speaker": m.name})]
     out: list[Element] = []
     for i, step in enumerate(m.steps):
         calls = step.get("tool_calls") or []
         if not calls:
             continue
         out.append(Element(
-            id=f"history:{m.id}:step{i}", role="assistant", content=step.get("text") or "",
-            source=f"history:{m.id}", kind="history", group=group,
+            id=f"{key}:step{i}", role="assistant", content=step.get("text") or "",
+            source=key, kind="history", group=group,
             tool_calls=[{"id": c["id"], "type": "function",
                          "function": {"name": c["name"], "arguments": c.get("arguments", "")}}
                         for c in calls],
@@ -320,13 +321,13 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
             content = (prompt_result(str(stored.get("content") or ""), max_chars=max_chars)
                        if stored is not None else UNANSWERED)
             out.append(Element(
-                id=f"history:{m.id}:result:{c['id']}", role="tool",
-                content=content, source=f"history:{m.id}", kind="history",
+                id=f"{key}:result:{c['id']}", role="tool",
+                content=content, source=key, kind="history",
                 group=group, tool_call_id=c["id"], meta={"position": m.position, "tool": True},
             ))
     if m.content or not out:
-        out.append(Element(id=f"history:{m.id}", role="assistant", content=m.content,
-                           source=f"history:{m.id}", kind="history", group=group,
+        out.append(Element(id=key, role="assistant", content=m.content,
+                           source=key, kind="history", group=group,
                            meta={"position": m.position, "speaker": m.name}))
     return out
 

@@ -58,7 +58,9 @@ class Frame:
         if el.id in _STORY_IDS or (el.kind == "lore" and el.meta.get("position")
                                    in ("before_char", "after_char")):
             return self.story
-        return {"user": self.user, "assistant": self.assistant}.get(el.role, self.system)
+        role = el.role
+        return self.user if role == "user" else self.assistant if role == "assistant" \
+            else self.system
 
 
 CHAT_FRAME = Frame()
