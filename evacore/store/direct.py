@@ -7,7 +7,9 @@ wrapping, paid on every one of a tour's writes and hot reads. The statement is c
 once per set of parameter names; its parameters pass SQLAlchemy's own bind processors
 (JSON, dates, booleans), so what is stored is what `session.execute` would store, and the
 columns it returns pass the columns' own result processors (as SQLite describes no column
-types, SQLAlchemy asks them with none either), so what is read is what it would read.
+types, SQLAlchemy asks them with none either), so what is read is what it would read. Two
+of them, paid for every date written and every JSON value read, take a shorter way to the
+same result on SQLite (`_datetime_writer`, `_json_reader`).
 
 Must not: skip what a statement's own execution would add. A statement with Python-side
 column defaults, an expanding IN or a returned column of a TypeDecorator, a write to a table
@@ -21,10 +23,12 @@ from __future__ import annotations
 import sqlite3
 import weakref
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import orjson
 from sqlalchemy import exc
+from sqlalchemy.dialects.sqlite import DATETIME as SQLITE_DATETIME
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ClauseElement
@@ -61,7 +65,8 @@ def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _P
                         for i, entry in enumerate(compiled._result_columns)
                         if entry[3] is not None
                         and (process := entry[3]._cached_result_processor(dialect, None)))
-        processors = compiled._bind_processors
+        processors = {name: _datetime_writer(compiled.binds[name].type, dialect, process)
+                      for name, process in compiled._bind_processors.items()}
         return compiled.string, tuple(
             (name, None, processors.get(name)) if name in keys
             else (None, compiled.binds[name].effective_value, processors.get(name))
@@ -94,6 +99,27 @@ def _json_reader(type_: Any, dialect: Dialect, process: _Process) -> _Process:
             return process(value)
 
     return read
+
+
+def _datetime_writer(type_: Any, dialect: Dialect, process: _Process) -> _Process:
+    """A date-time parameter's writer on SQLite: its default storage format
+    (`YYYY-MM-DD HH:MM:SS.ffffff`, the offset left out) is `isoformat`'s text cut before the
+    offset, one C call in place of a format filled from a dict of seven fields (paid for
+    every date of every write); a `date`, a subclass or another format goes through the
+    column's own processor."""
+    if dialect.name != "sqlite":
+        return process
+    impl = type_.dialect_impl(dialect)
+    if not isinstance(impl, SQLITE_DATETIME) or \
+            impl._storage_format != SQLITE_DATETIME._storage_format:
+        return process
+
+    def write(value: Any) -> Any:
+        if type(value) is datetime:
+            return value.isoformat(" ", "microseconds")[:26]
+        return process(value)
+
+    return write
 
 
 def _direct_driver(sync: Connection) -> OneTripConnection | None:

@@ -4,7 +4,7 @@ SQLAlchemy's classes; whoever listens to statements still sees every one."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -54,6 +54,28 @@ async def test_a_direct_insert_stores_what_session_execute_stores(core: Core) ->
         assert not await direct.execute(s, _INSERT, _tour(chat_id, "t-direct"))
     assert await _stored(core, "t-direct") == await _stored(core, "t-orm")
     assert (await _stored(core, "t-direct"))[3] == {"é": [1, 2.5, None], "nested": {"a": "ü"}}
+
+
+@pytest.mark.parametrize("when", [
+    datetime(2026, 12, 1, 12, 30, 45, 123456, tzinfo=UTC),
+    datetime(2026, 1, 1, tzinfo=UTC),  # no microseconds: still written with six zeros
+    datetime(5, 1, 2, 3, 4, 5),  # a year below 1000, naive
+    datetime(2026, 6, 1, 23, 59, 59, 1, tzinfo=timezone(timedelta(hours=5))),
+])
+async def test_a_date_written_directly_is_the_text_session_execute_writes(
+    core: Core, when: datetime
+) -> None:
+    """The stored text itself, compared in the database (ordering and range queries on
+    dates compare the text on SQLite)."""
+    chat_id = await _chat(core)
+    async with core.session() as s:
+        await s.execute(_INSERT, {**_tour(chat_id, "t-orm"), "created_at": when})
+        await direct.execute(s, _INSERT, {**_tour(chat_id, "t-direct"), "created_at": when})
+    async with core.session() as s:
+        stored = dict((await s.execute(
+            select(_tours.c.id, text("CAST(created_at AS TEXT)")).select_from(_tours)
+            .where(_tours.c.chat_id == chat_id))).all())
+    assert stored["t-direct"] == stored["t-orm"]
 
 
 async def test_an_update_returns_its_rows_and_honours_literals_in_its_where(core: Core) -> None:
