@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import orjson
+import re2
 
 MASK = "***"
 MIN_SECRET = 6
@@ -43,12 +44,18 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
     *((prefix, re.compile("(?P<head>" + re.escape(prefix) + ")" + _TAIL + f"{{{least},}}"))
       for prefix, least in (("sk-", 6), ("xai-", 6), ("evc_", 6), ("gsk_", 20), ("ghp_", 20),
                             ("gho_", 20), ("hf_", 20), ("glpat-", 20), ("AIza", 20))),
-    ("=", re.compile(r"(?P<head>[?&;][\w.\-]*(?:" + _WORDS + r")[\w.\-]*=)[^&#\s\"'<>;]+",
-                     re.IGNORECASE)),
+    ("=", _QUERY := re.compile(
+        r"(?P<head>[?&;][\w.\-]*(?:" + _WORDS + r")[\w.\-]*=)[^&#\s\"'<>;]+", re.IGNORECASE)),
     ("://", _USERINFO := re.compile(r"(?P<head>://[^/\s:@\"']+:)[^@\s/\"']+(?=@)")),
 ]
 _SHORTEST = 6
 """No secret or shape fits in fewer characters."""
+_LITERALS = re2.Set.SearchSet()
+for _literal, _ in _SHAPES:
+    _LITERALS.Add(re2.escape(_literal))
+_LITERALS.Compile()
+_ONE_PASS_FROM = 512
+"""Shorter texts are scanned once per literal: RE2's call costs more than those scans."""
 _SCHEME = re.compile(r"^\s*(?:bearer|basic|token)\s+", re.IGNORECASE)
 
 _lock = threading.Lock()
@@ -139,10 +146,46 @@ def redact(text: str) -> str:
     known = _known_re
     if known is not None and (known[1] is None or any(p in text for p in known[1])):
         text = known[0].sub(MASK, text)
-    for literal, shape in _SHAPES:
-        if literal in text:
-            text = shape.sub(_mask_tail, text)
+    for shape in _shapes_in(text):
+        text = _sub_query(text) if shape is _QUERY else shape.sub(_mask_tail, text)
     return text
+
+
+def _sub_query(text: str) -> str:
+    """`_QUERY.sub(_mask_tail, text)`, tried only where a match can begin (at a `?`, `&` or
+    `;`, found by `str.find`): the regex engine's own search for its first character class
+    walks the whole text several times slower."""
+    starts: list[int] = []
+    for first in "?&;":
+        at = text.find(first)
+        while at >= 0:
+            starts.append(at)
+            at = text.find(first, at + 1)
+    out: list[str] = []
+    done = 0
+    for at in sorted(starts):
+        if at < done:
+            continue  # inside the last match, as the engine's scan would skip it
+        m = _QUERY.match(text, at)
+        if m is not None:
+            out += (text[done:at], _mask_tail(m))
+            done = m.end()
+    return "".join((*out, text[done:])) if out else text
+
+
+def _shapes_in(text: str) -> list[re.Pattern[str]]:
+    """The shapes whose literal is in `text` (a mask never brings one in: none holds `*`).
+    A long text is searched for all the literals in one pass of RE2 over its UTF-8 (a
+    literal is ASCII, so it is in the bytes exactly when it is in the text), not one scan
+    per literal: a tour's diagnostics are several kilobytes, often not ASCII."""
+    if len(text) >= _ONE_PASS_FROM:
+        try:
+            found = _LITERALS.Match(text)
+        except UnicodeError:  # a lone surrogate has no UTF-8
+            pass
+        else:
+            return [_SHAPES[i][1] for i in sorted(found)] if found else []
+    return [shape for literal, shape in _SHAPES if literal in text]
 
 
 def redact_value(value: Any) -> Any:

@@ -6,6 +6,8 @@ import sys
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evacore import redact as r
 from evacore.errors import ProviderProtocolError
@@ -31,6 +33,37 @@ def test_secret_shapes_are_masked(text: str, expected: str) -> None:
 ])
 def test_ordinary_text_is_kept(text: str) -> None:
     assert r.redact(text) == text
+
+
+def _shape_by_shape(text: str) -> str:
+    """Every shape's own `re.sub`, in order, where its literal is in the text: what
+    `redact` does for the shapes, the plain way."""
+    for literal, shape in r._SHAPES:
+        if literal in text:
+            text = shape.sub(r._mask_tail, text)
+    return text
+
+
+_PIECES = ["?", "&", ";", "=", "://", "@", ":", " ", "\n", "-", "_", ".", "é", "…", "K",
+           "key", "Token", "AUTH", "author", "session", "pwd", "Bearer ", "basic ", "sk-",
+           "evc_", "ghp_", "AIza", "user", "x1", "0123456789", "aBc", '"', "'", "#", "<",
+           "?api_key=abc123", "&Token=zz9", ";session=q", "&x.Secret-y=1", "?author=me",
+           "Bearer abcdef123", "sk-proj-AbCdEf0123456789", "https://u:pw@h/", "ghp_" + "a" * 20,
+           "x" * 300, "a prose sentence; with a question? and more … " * 4]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=60).map("".join))
+def test_redact_masks_what_each_shape_masks_on_its_own(text: str) -> None:
+    """Short and long texts (a long one's literals are found in one pass, and the query
+    shape is tried only at its possible starts): the same as each shape's `re.sub`."""
+    assert r.redact(text) == _shape_by_shape(text)
+
+
+def test_a_long_text_with_a_lone_surrogate_is_still_redacted() -> None:
+    text = "\ud800 " + "x" * 600 + " https://h/x?api_key=abc123 and sk-proj-AbCdEf0123456789"
+    assert r.redact(text) == _shape_by_shape(text)
+    assert "abc123" not in r.redact(text) and "AbCdEf" not in r.redact(text)
 
 
 def test_remembered_secrets_go_in_every_form() -> None:
