@@ -22,9 +22,13 @@ from evacore.store.tables import Setting
 
 
 @pytest.fixture
-def sqlite_core(core: Core) -> Core:
+async def sqlite_core(core: Core) -> Core:
+    """The core on SQLite, its timed background work (the plugin states' sync every 2 s, the
+    heartbeat) stopped: these tests count the statements the driver runs."""
     if core.engine.dialect.name != "sqlite":
         pytest.skip("the SQLite driver only")
+    await core.plugins.aclose()
+    await core.heartbeat.aclose()
     return core
 
 
