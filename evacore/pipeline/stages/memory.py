@@ -157,8 +157,7 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     budget = int(conn["context_size"]) - int(conn["max_tokens"])
     reserve = opts.max_tokens if opts.max_tokens is not None else int(budget * opts.budget_share)
     messages = _chat_messages(tour)
-    texts = [el.text for el in reversed(messages)][: opts.query_messages]
-    positions = [int(el.meta.get("position", 0)) for el in messages]
+    texts = [el.text for el in messages[::-1][: opts.query_messages]]
     exclude = _window(core, tour, reserve)
     exclude.update(i for i in (tour.data.get("user_message_id"),
                                tour.data.get("target_message_id")) if i)
@@ -186,7 +185,8 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
             keys=chat_keys(tour.chat_id, chat.get("character_id"), messages=opts.messages,
                            documents=opts.documents),
             texts=texts, options=opts, chat_id=tour.chat_id, exclude_message_ids=exclude,
-            newest_position=max(positions, default=0),
+            newest_position=max((int(el.meta.get("position", 0)) for el in messages),
+                                default=0),
         ))
     service.kick()
     packed = pack(found.ranked, min_score=opts.min_score, top_k=opts.top_k, budget=reserve,
