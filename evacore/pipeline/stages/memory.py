@@ -157,7 +157,7 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     budget = int(conn["context_size"]) - int(conn["max_tokens"])
     reserve = opts.max_tokens if opts.max_tokens is not None else int(budget * opts.budget_share)
     messages = _chat_messages(tour)
-    texts = [el.text for el in messages[::-1][: opts.query_messages]]
+    texts = [el.text for el in reversed(messages[-opts.query_messages:])]  # newest first
     exclude = _window(core, tour, reserve)
     exclude.update(i for i in (tour.data.get("user_message_id"),
                                tour.data.get("target_message_id")) if i)
