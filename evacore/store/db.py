@@ -61,7 +61,8 @@ def loads_json(text: str | bytes) -> Any:
 SQLITE_POOL_SIZE = 32
 """SQLite connections of one process, all kept once opened and none opened beyond: under
 load a tour waiting for its turn to write holds its connection, and a connection opened and
-closed for each busy moment (a thread and four pragmas each time) costs more than one kept."""
+closed for each busy moment (a thread and four pragmas each time) costs more than one kept.
+The pool hands out the connection returned last (`pool_use_lifo`)."""
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
@@ -75,6 +76,10 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         args, params = aiosqlite_dialect().create_connect_args(make_url(url))
         kwargs.setdefault("pool_size", SQLITE_POOL_SIZE)
         kwargs.setdefault("max_overflow", 0)
+        # the connection used last goes out first: its page cache is still current when
+        # no other connection wrote since (in WAL mode a write by another one empties it),
+        # so a tour after a tour reads its pages from memory, not with a system call each
+        kwargs.setdefault("pool_use_lifo", True)
         engine = create_async_engine(
             url, async_creator=async_creator(*args, **{**params, "timeout": 10}), **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)

@@ -71,6 +71,8 @@ CHECKPOINT_EVERY = 32
 that reaches the count and run by a `Checkpointer` on a thread of its own. A commit never
 copies the WAL into the database: SQLite's own automatic checkpoint, which a commit runs
 once the WAL holds 1000 pages, is left as a safety net these keep it from reaching."""
+CHECKPOINTER_IDLE_SECONDS = 10.0
+"""How long a `Checkpointer` keeps its thread and connection with no checkpoint to run."""
 _SLOW: dict[str, list[int]] = {}
 """Statements seen slow on the loop: [runs on the thread owed after the last slow one, runs
 still owed]."""
@@ -143,12 +145,20 @@ def checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
 class Checkpointer:
     """Copies one database's WAL into it every `CHECKPOINT_EVERY` commits, with a connection
     of its own on a thread of its own, so no commit and no holder of the write gate waits
-    for it; one at a time (a count reached while one runs is left to the next)."""
+    for it; one at a time (a count reached while one runs is left to the next).
+
+    The thread and its connection are kept between checkpoints while commits keep coming
+    (opening a connection and starting a thread for each checkpoint cost more than the copy
+    itself under load); after `CHECKPOINTER_IDLE_SECONDS` with no checkpoint asked for, the
+    connection is closed and the thread ends, and the next count starts them again."""
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
         self._commits = 0
         self._running = False
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def committed(self) -> None:
         """Count a commit; start a checkpoint when the count is reached."""
@@ -157,19 +167,38 @@ class Checkpointer:
             return
         self._commits = 0
         self._running = True
-        threading.Thread(target=self._run, name="evacore-sqlite-checkpoint", daemon=True).start()
+        with self._lock:
+            self._wanted.set()
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._serve, name="evacore-sqlite-checkpoint", daemon=True)
+                self._thread.start()
 
-    def _run(self) -> None:
+    def _serve(self) -> None:
+        conn: sqlite3.Connection | None = None
         try:
-            conn = self._connect()
-            try:
-                checkpoint(conn)
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            pass  # a database closed or removed meanwhile: nothing to copy
+            while True:
+                if not self._wanted.wait(CHECKPOINTER_IDLE_SECONDS):
+                    with self._lock:
+                        if not self._wanted.is_set():
+                            self._thread = None
+                            return
+                self._wanted.clear()
+                try:
+                    if conn is None:
+                        conn = self._connect()
+                    checkpoint(conn)
+                except sqlite3.Error:
+                    # a database closed or removed meanwhile: nothing to copy; the next
+                    # checkpoint opens a connection afresh
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                finally:
+                    self._running = False
         finally:
-            self._running = False
+            if conn is not None:
+                conn.close()
 
 
 def _run(conn: sqlite3.Connection, sql: str, params: Any, many: bool) -> tuple[Any, ...]:

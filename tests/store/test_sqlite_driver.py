@@ -478,3 +478,80 @@ async def test_commits_run_inline_and_every_few_a_checkpoint_runs_beside_them(
     async with sqlite_core.engine.connect() as other:
         raw = (await other.get_raw_connection()).driver_connection
         assert await raw.run("SELECT count(*) FROM settings WHERE key LIKE 'c%'", ()) == [(8,)]
+
+
+def test_one_kept_thread_and_connection_run_the_checkpoints_until_idle(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Successive checkpoints run on one thread with one connection, opened once (not a new
+    thread and connection for each); once no checkpoint is asked for a while, the connection
+    is closed and the thread ends, and the next count starts them again. Every checkpoint
+    still copies the whole WAL into the database."""
+    monkeypatch.setattr(sqlite_driver, "CHECKPOINT_EVERY", 2)
+    monkeypatch.setattr(sqlite_driver, "CHECKPOINTER_IDLE_SECONDS", 0.3)
+    path = tmp_path / "c.db"
+    opened: list[sqlite3.Connection] = []
+    closed: list[sqlite3.Connection] = []
+
+    class Tracked(sqlite3.Connection):
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, check_same_thread=False, factory=Tracked)
+        opened.append(conn)
+        return conn
+
+    results: list[tuple[int, tuple[int, int, int]]] = []
+    checkpoint = sqlite_driver.checkpoint
+
+    def recorded(conn: Any) -> tuple[int, int, int]:
+        result = checkpoint(conn)
+        results.append((threading.get_ident(), result))
+        return result
+
+    monkeypatch.setattr(sqlite_driver, "checkpoint", recorded)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE t (x)")
+    checkpointer = sqlite_driver.Checkpointer(connect)
+
+    def commits(n: int) -> None:
+        for i in range(n):
+            writer.execute("INSERT INTO t VALUES (?)", (i,))
+            checkpointer.committed()
+            deadline = time.monotonic() + 5
+            while checkpointer._running and time.monotonic() < deadline:
+                time.sleep(0.005)
+
+    commits(6)  # three checkpoints
+    assert len(results) == 3 and len(opened) == 1 and not closed
+    assert len({ident for ident, _ in results}) == 1
+    assert threading.get_ident() not in {ident for ident, _ in results}
+    assert all(busy == 0 and copied == frames for _, (busy, frames, copied) in results)
+    deadline = time.monotonic() + 5
+    while checkpointer._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert checkpointer._thread is None and closed == opened  # idle: closed, thread gone
+    commits(2)
+    assert len(results) == 4 and len(opened) == 2  # started again
+    writer.close()
+
+
+async def test_a_session_after_another_takes_the_connection_given_back_last(
+        sqlite_core: Core) -> None:
+    """With several connections open, sessions one after another keep using the one given
+    back last (its page cache is still current), instead of going round all of them."""
+
+    async def driver_of(s: Any) -> Any:
+        return (await s.connection()).sync_connection.connection.driver_connection
+
+    async with sqlite_core.session() as a, sqlite_core.session() as b, \
+            sqlite_core.session() as c:
+        held = {id(await driver_of(x)) for x in (a, b, c)}
+    assert len(held) == 3
+    used = []
+    for _ in range(4):
+        async with sqlite_core.session() as s:
+            used.append(id(await driver_of(s)))
+    assert len(set(used)) == 1 and used[0] in held
