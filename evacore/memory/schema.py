@@ -9,6 +9,7 @@ SQLite, a generated `tsv` column with a GIN index on PostgreSQL (see lexical.py)
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 from evacore.store.tables import retrieval_chunks as chunks
 from evacore.store.tables import retrieval_documents as documents
@@ -19,6 +20,7 @@ SOURCE_MESSAGE = "message"
 SOURCE_DOCUMENT = "document"
 
 
+@lru_cache(maxsize=4096)
 def scope_key(source_kind: str, scope_kind: str, scope_id: str = "") -> str:
     """One alphanumeric word naming what a chunk belongs to (a chat's messages, the documents
     of a chat, of a character, or global documents); searches filter on a set of these."""
