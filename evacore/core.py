@@ -33,7 +33,7 @@ from evacore.services.rules import run_seeding
 from evacore.services.tour_rules import RulesService
 from evacore.store import migrate
 from evacore.store.connections import ensure_mock
-from evacore.store.db import Database, create_engine
+from evacore.store.db import Database, create_engine, dispose_engine
 from evacore.store.token_cache import TokenCache
 from evacore.store.users import ensure_master
 from evacore.tokenize.cache import CountCache
@@ -102,7 +102,7 @@ class Core:
         await self.memory.aclose()
         await self.providers.aclose()
         await self.token_cache.aclose()
-        await self.engine.dispose()
+        await dispose_engine(self.engine)
 
 
 async def start_core(settings: Settings, *, run_migrations: bool = True,

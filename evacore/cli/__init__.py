@@ -78,7 +78,7 @@ def serve(
 def db_upgrade() -> None:
     """Apply all database migrations."""
     from evacore.store import migrate
-    from evacore.store.db import create_engine
+    from evacore.store.db import create_engine, dispose_engine
 
     settings = load_settings()
 
@@ -88,7 +88,7 @@ def db_upgrade() -> None:
             await migrate.upgrade(engine)
             return await migrate.current(engine)
         finally:
-            await engine.dispose()
+            await dispose_engine(engine)
 
     revision = asyncio.run(run())
     console.print(f"database at revision [bold]{revision}[/bold]")
@@ -130,7 +130,7 @@ def token_revoke(
     """Revoke a token: every instance refuses it within a second."""
     from evacore.errors import EvacoreError
     from evacore.store import migrate
-    from evacore.store.db import Database, create_engine
+    from evacore.store.db import Database, create_engine, dispose_engine
     from evacore.store.users import revoke_by_token
 
     async def run() -> str:
@@ -141,7 +141,7 @@ def token_revoke(
                 user = await revoke_by_token(s, token)
                 return user.name
         finally:
-            await db.engine.dispose()
+            await dispose_engine(db.engine)
 
     try:
         name = asyncio.run(run())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,7 +27,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from evacore.eager import run_until_wait
-from evacore.store.sqlite_driver import async_creator
+from evacore.store.sqlite_driver import Checkpointer, async_creator
 
 
 def is_sqlite(url: str) -> bool:
@@ -80,14 +81,30 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         # no other connection wrote since (in WAL mode a write by another one empties it),
         # so a tour after a tour reads its pages from memory, not with a system call each
         kwargs.setdefault("pool_use_lifo", True)
-        engine = create_async_engine(
-            url, async_creator=async_creator(*args, **{**params, "timeout": 10}), **kwargs)
+        creator = async_creator(*args, **{**params, "timeout": 10})
+        engine = create_async_engine(url, async_creator=creator, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        _CHECKPOINTERS[engine.sync_engine] = creator.checkpointer
         return engine
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(url, **kwargs)
+
+
+_CHECKPOINTERS: weakref.WeakKeyDictionary[Engine, Checkpointer] = weakref.WeakKeyDictionary()
+"""The WAL checkpointer of each SQLite engine `create_engine` made. (Not an engine event:
+any engine event listener takes every statement off `store/direct.py`'s path.)"""
+
+
+async def dispose_engine(engine: AsyncEngine) -> None:
+    """Close the engine's connections, then its WAL checkpointer's (SQLite): the last
+    connection to close copies the WAL into the database file and removes it, so the file
+    alone holds every commit once the server has stopped."""
+    await engine.dispose()
+    checkpointer = _CHECKPOINTERS.get(engine.sync_engine)
+    if checkpointer is not None:
+        await asyncio.to_thread(checkpointer.close)
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

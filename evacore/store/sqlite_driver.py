@@ -73,6 +73,8 @@ copies the WAL into the database: SQLite's own automatic checkpoint, which a com
 once the WAL holds 1000 pages, is left as a safety net these keep it from reaching."""
 CHECKPOINTER_IDLE_SECONDS = 10.0
 """How long a `Checkpointer` keeps its thread and connection with no checkpoint to run."""
+CLOSE_WAIT_SECONDS = 5.0
+"""How long closing a `Checkpointer` waits for a checkpoint under way to finish."""
 _SLOW: dict[str, list[int]] = {}
 """Statements seen slow on the loop: [runs on the thread owed after the last slow one, runs
 still owed]."""
@@ -159,6 +161,7 @@ class Checkpointer:
         self._lock = threading.Lock()
         self._wanted = threading.Event()
         self._thread: threading.Thread | None = None
+        self._closing = False
 
     def committed(self) -> None:
         """Count a commit; start a checkpoint when the count is reached."""
@@ -174,15 +177,30 @@ class Checkpointer:
                     target=self._serve, name="evacore-sqlite-checkpoint", daemon=True)
                 self._thread.start()
 
+    def close(self) -> None:
+        """End the thread and close its connection now (the engine is disposed of): with
+        it open, the last of the pool's connections to close would not copy the WAL into
+        the database file and remove it, as SQLite's last connection does. A later count
+        starts them again."""
+        with self._lock:
+            thread = self._thread
+            if thread is None:
+                return
+            self._closing = True
+            self._wanted.set()
+        thread.join(CLOSE_WAIT_SECONDS)
+
     def _serve(self) -> None:
         conn: sqlite3.Connection | None = None
         try:
             while True:
-                if not self._wanted.wait(CHECKPOINTER_IDLE_SECONDS):
-                    with self._lock:
-                        if not self._wanted.is_set():
-                            self._thread = None
-                            return
+                woken = self._wanted.wait(CHECKPOINTER_IDLE_SECONDS)
+                with self._lock:
+                    if self._closing or not (woken or self._wanted.is_set()):
+                        self._thread = None
+                        self._closing = self._running = False
+                        self._wanted.clear()
+                        return
                 self._wanted.clear()
                 try:
                     if conn is None:
@@ -513,4 +531,5 @@ def async_creator(database: str, **kwargs: Any) -> Callable[[], Any]:
         conn._thread.daemon = True  # as SQLAlchemy does for aiosqlite's own connections
         return await conn
 
+    connect.checkpointer = checkpointer  # type: ignore[attr-defined]
     return connect

@@ -555,3 +555,30 @@ async def test_a_session_after_another_takes_the_connection_given_back_last(
         async with sqlite_core.session() as s:
             used.append(id(await driver_of(s)))
     assert len(set(used)) == 1 and used[0] in held
+
+
+async def test_a_disposed_engine_leaves_every_commit_in_the_database_file(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the engine is disposed of (the server stops), the WAL has been copied into the
+    database file and removed, checkpointer's connection included: the file alone, copied
+    as a backup, holds every commit. The direct path stays open (no engine event)."""
+    from evacore.store.db import create_engine, dispose_engine, make_sessionmaker
+
+    monkeypatch.setattr(sqlite_driver, "CHECKPOINT_EVERY", 2)
+    path = tmp_path / "kept.db"
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    async with engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE t (x INTEGER)"))
+    sessions = make_sessionmaker(engine)
+    for i in range(5):  # checkpoints at the 2nd and 4th commit, one more commit after
+        async with sessions() as s, s.begin():
+            await s.execute(text("INSERT INTO t VALUES (:x)"), {"x": i})
+        await asyncio.sleep(0.05)
+        assert not engine.sync_engine._has_events
+    await dispose_engine(engine)
+    assert not (tmp_path / "kept.db-wal").exists()
+    backup = tmp_path / "backup.db"
+    backup.write_bytes(path.read_bytes())
+    copy = sqlite3.connect(backup)
+    assert copy.execute("SELECT count(*) FROM t").fetchone() == (5,)
+    copy.close()
