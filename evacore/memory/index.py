@@ -151,22 +151,17 @@ async def index_messages(s: AsyncSession, chat_id: str, messages: list[IndexedMe
     elif len(rows) == 1:  # a pre-built statement on the driver
         await direct.execute(s, _INSERT_CHUNK, rows[0])
     elif rows:  # a tour's save: its input and answer in one pre-built statement
-        await direct.execute(s, _insert_chunks(len(rows)), {
+        await direct.execute(s, _insert_chunks(len(rows), tuple(rows[0])), {
             f"{name}_{i}": value for i, row in enumerate(rows) for name, value in row.items()})
     return changed
 
 
-_CHUNK_FIELDS = ("source_kind", "scope_key", "chat_id", "message_id", "document_id",
-                 "position", "part", "label", "text", "text_hash", "n_terms", "created_at")
-"""The columns `_chunk_row` fills."""
-
-
 @cache
-def _insert_chunks(count: int) -> Insert:
-    """Built once per row count: one statement inserting `count` chunk rows, the fields of
-    row i named `<column>_<i>`."""
+def _insert_chunks(count: int, fields: tuple[str, ...]) -> Insert:
+    """Built once per row count and fields (`_chunk_row`'s): one statement inserting `count`
+    chunk rows, the fields of row i named `<field>_<i>`."""
     return insert(chunks).values([
-        {name: bindparam(f"{name}_{i}", type_=chunks.c[name].type) for name in _CHUNK_FIELDS}
+        {name: bindparam(f"{name}_{i}", type_=chunks.c[name].type) for name in fields}
         for i in range(count)])
 
 
@@ -190,21 +185,12 @@ async def index_recent(s: AsyncSession, chat_id: str, newest: int = 4, **chunkin
     """Index the newest messages of a chat (a tour's input and answer, a new variant):
     one query reads them with what the index holds of each."""
     rows = await direct.execute(s, _recent_statement(newest), {"p_chat_id": chat_id})
-    stored: dict[str, str] = {}
-    messages = []
-    for (id_, position, role, name, content, hidden, created_at, active, variant_text,
-         indexed) in rows:
-        text = (variant_text if active else content) or ""
-        if indexed is not None:
-            wanted = "" if hidden else text.strip()
-            if indexed == (text_hash(wanted) if wanted else None):
-                continue  # indexed as it is (the tour before's messages, usually)
-            stored[id_] = indexed
-        elif hidden or not text.strip():
-            continue  # nothing to index, nothing indexed
-        messages.append(IndexedMessage(id=id_, position=position, role=role, name=name,
-                                       content=text, hidden=bool(hidden),
-                                       created_at=created_at))
+    stored = {r[0]: r[9] for r in rows if r[9] is not None}
+    messages = [IndexedMessage(id=id_, position=position, role=role, name=name,
+                               content=(variant_text if active else content) or "",
+                               hidden=bool(hidden), created_at=created_at)
+                for (id_, position, role, name, content, hidden, created_at, active,
+                     variant_text, _) in rows]
     return await index_messages(s, chat_id, messages, stored=stored, **chunking)
 
 

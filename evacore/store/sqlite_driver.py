@@ -194,9 +194,9 @@ class Checkpointer:
         conn: sqlite3.Connection | None = None
         try:
             while True:
-                woken = self._wanted.wait(CHECKPOINTER_IDLE_SECONDS)
-                with self._lock:
-                    if self._closing or not (woken or self._wanted.is_set()):
+                self._wanted.wait(CHECKPOINTER_IDLE_SECONDS)
+                with self._lock:  # idle (nothing asked for since) or closing: end
+                    if self._closing or not self._wanted.is_set():
                         self._thread = None
                         self._closing = self._running = False
                         self._wanted.clear()
