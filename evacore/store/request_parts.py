@@ -1,13 +1,17 @@
 """The large parts of a tour's stored provider requests, kept once: the tool definitions that
 most requests repeat word for word (twelve built-in tools are ~7 KB of every request's JSON)
-are written to `request_parts` under their digest, and the tour's record holds the digest in
-their place; reading the record puts them back, so `GET /v1/tours/{id}` shows the exact
-request as before.
+and each long message of the conversation (every tour's request repeats the chat's history,
+so a record holding it whole made a chat's stored records grow with the square of its
+length) are written to `request_parts` under their digest, and the tour's record holds the
+digest in their place; reading the record puts them back, so `GET /v1/tours/{id}` shows the
+exact request as before.
 
-A part is stored (redacted, in a transaction of its own, committed before the tour's record
-that names it) the first time this process meets it in a database; after that a tour pays
-for its digest alone, and the part is looked for again once a minute. Parts are never
-changed or deleted: a record names a part only once it is committed.
+A part is stored (redacted) in the transaction that writes the record naming it, the first
+time this process meets it in a database (`named`, then `store` in that transaction and
+`committed` after it); a part already there is left as it is, so tours of two chats (or two
+instances) meeting the same part at once both name it. After that a tour pays for its digest
+alone, and the part is stored again (or found there) once a minute. Parts are never changed
+or deleted, and a record never names a part its own transaction did not find or store.
 
 Must not: hold a part that differs from what the request sent (the digest is of the exact
 JSON), or lose a part: when storing one fails, the record keeps it inline.
@@ -19,13 +23,17 @@ import hashlib
 import time
 import weakref
 from collections import OrderedDict
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import bindparam, select
+from sqlalchemy import Insert, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 
+from evacore.domain.ids import utcnow
 from evacore.logs import get_logger
 from evacore.redact import redact_json
+from evacore.store import direct
 from evacore.store.tables import RequestPart
 
 if TYPE_CHECKING:
@@ -35,13 +43,24 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 KEYS = ("tools",)
-"""The keys of a request's body whose value is kept apart when large."""
+"""The keys of a request's body whose whole value is kept apart when large."""
 MIN_BYTES = 1024
 """A smaller value stays in the record: a row of its own would cost more than it saves."""
+LIST_KEYS = ("messages",)
+"""The keys of a request's body whose items are each kept apart when large: the messages,
+which the next tour's request repeats with one or two more."""
+MESSAGE_MIN_BYTES = 512
+"""A shorter message stays in the record: its reference (about 50 bytes) and a row of its own
+would save little, and every tour would hash it."""
+_QUICK_CHARS = (MESSAGE_MIN_BYTES - 96) // 6
+"""A message of role, content and name whose text is shorter than this is shorter than
+`MESSAGE_MIN_BYTES` as JSON whatever its characters (at most 6 bytes each, escaped): it is
+left inline without serializing it."""
 REF = "$request_part"
 """The one key of what stands in a record for a part: `{"$request_part": digest}`."""
-_KNOWN_MAX = 256
-"""Digests remembered as stored per database (the least recently used go first)."""
+_KNOWN_MAX = 4096
+"""Digests remembered as stored per database (the least recently used go first): each long
+message of the chats being talked in is one."""
 KNOWN_SECONDS = 60.0
 """How long a part is taken as stored without looking: a database restored or migrated down
 and up under a running server is seen within this time, and the part stored again."""
@@ -50,34 +69,102 @@ _known: weakref.WeakKeyDictionary[Database, OrderedDict[str, float]] = \
 """Per database: digest -> when it was last seen stored (`_now()`)."""
 _now = time.monotonic
 _digests: dict[bytes, str] = {}
-"""The digests of the parts met lately, by their JSON: hashing the same ~7 KB again for
+"""The digests of the tool sets met lately, by their JSON: hashing the same ~7 KB again for
 every tour costs more than looking it up."""
 _DIGESTS_MAX = 64
-_FIND = select(RequestPart.digest).where(RequestPart.digest == bindparam("p_digest"))
+_IN_BATCH = 500
+"""Digests read back in one statement at most."""
+
+_Part = tuple[str, "int | None", str, Any]
+"""(key of the body, index in its list or None for the whole value, digest, value)."""
+
+
+def named(db: Database, diagnostics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`diagnostics` with each request body's large parts (`KEYS`' values, `LIST_KEYS`'
+    items) replaced by a reference (a copy when anything was; the same dict otherwise), and
+    the parts among them not known stored in `db` (digest -> value), which the caller stores
+    with `store` in the transaction that writes the record, then reports `committed`."""
+    requests = diagnostics.get("requests")
+    if not isinstance(requests, list) or not requests:
+        return diagnostics, {}
+    plans = [_parts_of(body) if (body := _body(request)) is not None else []
+             for request in requests]
+    if not any(plans):
+        return diagnostics, {}
+    known = _known.get(db)
+    if known is None:
+        known = _known[db] = OrderedDict()
+    now = _now()
+    pending: dict[str, Any] = {}
+    out: list[Any] = []
+    for request, parts in zip(requests, plans, strict=True):
+        for _, _, digest, value in parts:
+            checked = known.get(digest)
+            if checked is not None and now - checked < KNOWN_SECONDS:
+                known.move_to_end(digest)
+            else:
+                pending[digest] = value
+        out.append({**request, "body": _named(request["body"], parts)} if parts else request)
+    return {**diagnostics, "requests": out}, pending
+
+
+async def store(session: AsyncSession, parts: dict[str, Any]) -> None:
+    """Insert `parts` (digest -> value, from `named`), redacted, in the session's transaction;
+    a part already stored is left as it is."""
+    if not parts:
+        return
+    bind = session.sync_session.bind
+    statement = _insert_new(bind.dialect.name if bind is not None else "")
+    created = utcnow()
+    for digest, value in parts.items():
+        await direct.execute(session, statement, {
+            "digest": digest, "value": redact_json(value), "created_at": created})
+
+
+def committed(db: Database, parts: dict[str, Any]) -> None:
+    """`parts` are in `db` now (the transaction that stored them committed)."""
+    if not parts:
+        return
+    known = _known.get(db)
+    if known is None:
+        known = _known[db] = OrderedDict()
+    now = _now()
+    for digest in parts:
+        known[digest] = now
+        known.move_to_end(digest)
+    while len(known) > _KNOWN_MAX:
+        known.popitem(last=False)
 
 
 async def shared(db: Database, diagnostics: dict[str, Any]) -> dict[str, Any]:
-    """`diagnostics` with each request body's large parts (`KEYS`) replaced by a reference
-    to the stored part, storing those this process has not stored yet. A copy when anything
-    was replaced; the same dict otherwise. A part that cannot be stored stays inline."""
-    requests = diagnostics.get("requests")
-    if not isinstance(requests, list) or not requests:
-        return diagnostics
-    out: list[Any] = []
-    changed = False
-    for request in requests:
-        body = _body(request)
-        if body is not None:
-            new_body = await _share_body(db, body)
-            if new_body is not body:
-                request = {**request, "body": new_body}
-                changed = True
-        out.append(request)
-    return {**diagnostics, "requests": out} if changed else diagnostics
+    """`named` with the new parts stored in a transaction of their own: for a record written
+    apart from them. The same dict (every part inline) when storing fails."""
+    out, pending = named(db, diagnostics)
+    if pending:
+        try:
+            async with db.session() as s:
+                await store(s, pending)
+        except Exception:  # noqa: BLE001 - the record keeps its parts inline
+            log.warning("request_part.not_stored", parts=len(pending))
+            return diagnostics
+        committed(db, pending)
+    return out
 
 
-async def _share_body(db: Database, body: dict[str, Any]) -> dict[str, Any]:
-    new_body = body
+@cache
+def _insert_new(dialect: str) -> Insert:
+    """`INSERT` of one part that leaves a part already stored as it is."""
+    table = RequestPart.__table__
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=["digest"])
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=["digest"])
+    return insert(table).prefix_with("OR IGNORE")  # neither: the tests' own engines
+
+
+def _parts_of(body: dict[str, Any]) -> list[_Part]:
+    """The parts of one request's body large enough to keep apart."""
+    parts: list[_Part] = []
     for key in KEYS:
         value = body.get(key)
         if not isinstance(value, list) or not value:
@@ -90,60 +177,72 @@ async def _share_body(db: Database, body: dict[str, Any]) -> dict[str, Any]:
             continue
         digest = _digests.get(raw)
         if digest is None:
-            digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
-            _digests[raw] = digest
+            digest = _digests[raw] = _hash(raw)
             if len(_digests) > _DIGESTS_MAX:
                 del _digests[next(iter(_digests))]
-        if not await _stored(db, digest, value):
+        parts.append((key, None, digest, value))
+    for key in LIST_KEYS:
+        items = body.get(key)
+        if not isinstance(items, list):
             continue
-        if new_body is body:
-            new_body = dict(body)
-        new_body[key] = {REF: digest}
+        for index, item in enumerate(items):
+            if not isinstance(item, dict) or _short(item):
+                continue
+            try:
+                raw = orjson.dumps(item)
+            except TypeError:
+                continue
+            if len(raw) >= MESSAGE_MIN_BYTES:
+                parts.append((key, index, _hash(raw), item))
+    return parts
+
+
+def _short(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return (type(content) is str and len(content) < _QUICK_CHARS and len(message) <= 3
+            and all(k in ("role", "content", "name") for k in message))
+
+
+def _hash(raw: bytes) -> str:
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def _named(body: dict[str, Any], parts: list[_Part]) -> dict[str, Any]:
+    """A copy of `body` with each of `parts` replaced by its reference."""
+    new_body = dict(body)
+    copied: set[str] = set()
+    for key, index, digest, _ in parts:
+        if index is None:
+            new_body[key] = {REF: digest}
+            continue
+        if key not in copied:
+            new_body[key] = list(new_body[key])
+            copied.add(key)
+        new_body[key][index] = {REF: digest}
     return new_body
-
-
-async def _stored(db: Database, digest: str, value: list[Any]) -> bool:
-    """Whether the part is in the database (committed), storing it if it is not."""
-    known = _known.get(db)
-    if known is None:
-        known = _known[db] = OrderedDict()
-    checked = known.get(digest)
-    if checked is not None and _now() - checked < KNOWN_SECONDS:
-        known.move_to_end(digest)
-        return True
-    try:
-        async with db.session() as s:
-            if await s.scalar(_FIND, {"p_digest": digest}) is None:
-                s.add(RequestPart(digest=digest, value=redact_json(value)))
-    except Exception:  # noqa: BLE001 - another instance stored it meanwhile, or the database failed
-        try:
-            async with db.session() as s:
-                found = await s.scalar(_FIND, {"p_digest": digest}) is not None
-        except Exception:  # noqa: BLE001 - the record keeps the part inline
-            found = False
-        if not found:
-            log.warning("request_part.not_stored", digest=digest)
-            return False
-    known[digest] = _now()
-    known.move_to_end(digest)
-    if len(known) > _KNOWN_MAX:
-        known.popitem(last=False)
-    return True
 
 
 async def resolved(session: AsyncSession, diagnostics: dict[str, Any]) -> dict[str, Any]:
     """`diagnostics` as the tour sent its requests: each reference replaced by its stored
-    part (one query for all); a reference whose part is missing stays as it is."""
+    part (one query per few hundred); a reference whose part is missing stays as it is."""
     requests = diagnostics.get("requests")
     if not isinstance(requests, list):
         return diagnostics
-    wanted = {digest for request in requests if (body := _body(request)) is not None
-              for value in body.values() if (digest := _digest(value)) is not None}
+    wanted: set[str] = set()
+    for request in requests:
+        for key, value in (_body(request) or {}).items():
+            if (digest := _digest(value)) is not None:
+                wanted.add(digest)
+            elif key in LIST_KEYS and isinstance(value, list):
+                wanted.update(d for item in value if (d := _digest(item)) is not None)
     if not wanted:
         return diagnostics
-    rows = await session.execute(
-        select(RequestPart.digest, RequestPart.value).where(RequestPart.digest.in_(wanted)))
-    parts = {digest: value for digest, value in rows}
+    ordered = sorted(wanted)
+    parts: dict[str, Any] = {}
+    for at in range(0, len(ordered), _IN_BATCH):
+        rows = await session.execute(select(RequestPart.digest, RequestPart.value)
+                                     .where(RequestPart.digest.in_(ordered[at:at + _IN_BATCH])))
+        parts.update((digest, value) for digest, value in rows)
 
     def part(value: Any) -> Any:
         digest = _digest(value)
@@ -153,7 +252,10 @@ async def resolved(session: AsyncSession, diagnostics: dict[str, Any]) -> dict[s
     for request in requests:
         body = _body(request)
         if body is not None:
-            request = {**request, "body": {key: part(value) for key, value in body.items()}}
+            request = {**request, "body": {
+                key: [part(item) for item in value]
+                if key in LIST_KEYS and isinstance(value, list) else part(value)
+                for key, value in body.items()}}
         out.append(request)
     return {**diagnostics, "requests": out}
 

@@ -1,5 +1,6 @@
-"""R8.5: a tour's record keeps the tool definitions its provider request repeats once for all
-tours (`store/request_parts.py`), and `GET /v1/tours/{id}` still shows the exact request."""
+"""R8.5: a tour's record keeps the tool definitions and the long messages its provider request
+repeats once for all tours (`store/request_parts.py`), and `GET /v1/tours/{id}` still shows the
+exact request."""
 
 from __future__ import annotations
 
@@ -53,6 +54,54 @@ async def test_tours_share_one_copy_of_their_tool_definitions_and_show_the_exact
     assert len(await _parts(core)) == 1  # three tours, one copy
 
 
+async def test_long_messages_are_stored_once_and_each_record_shows_the_exact_request(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
+    """Every tour's request repeats the chat so far: each long message is kept once, the
+    records name it, and a record's size no longer grows with the text of the chat."""
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    tour_ids = []
+    for i in range(4):
+        openai_fake.script.reply(f"Answer {i}: " + "the model goes on at length. " * 40)
+        words = f"Question {i}: " + "I have a lot to say about this. " * 40
+        tour_ids.append(one(await stream(client, chat, words), "tour")["tour_id"])
+        tour_ids.append(one(await stream(client, chat, "Ok."), "tour")["tour_id"])
+
+    sent = openai_fake.generation_requests
+    assert len(sent) == 8
+    sizes = []
+    for tour_id, actual in zip(tour_ids, sent, strict=True):
+        tour = await tour_of(client, tour_id)
+        assert tour["diagnostics"]["requests"][0]["body"] == actual.json  # the exact request
+        stored = await _stored_requests(core, tour_id)
+        messages = stored[0]["body"]["messages"]
+        for message, original in zip(messages, actual.json["messages"], strict=True):
+            if len(json.dumps(original)) >= 2 * request_parts.MESSAGE_MIN_BYTES:
+                assert list(message) == [request_parts.REF]  # named, not repeated
+            elif original["content"] == "Ok.":
+                assert message == original  # a short one stays in the record
+        sizes.append(len(json.dumps(stored)))
+    long_messages = {json.dumps(m, sort_keys=True) for r in sent for m in r.json["messages"]
+                     if len(json.dumps(m)) >= 2 * request_parts.MESSAGE_MIN_BYTES}
+    assert len(long_messages) == 8  # four questions and four answers ...
+    assert len(await _parts(core)) == 1 + 8  # ... each stored once, beside the tools
+    # the last record repeats 15 messages, 8 of them long, in less than one long message's text
+    assert sizes[-1] - sizes[0] < len("I have a lot to say about this. " * 40)
+
+
+async def test_a_stored_message_is_redacted(core: Core) -> None:
+    secret = "sk-live-qrstuvwxyzabcdef987654"
+    remember([secret])
+    message = {"role": "user", "content": f"My key is {secret}. " + "More words here. " * 40}
+    diagnostics = {"requests": [{"step": 0, "body": {"model": "m", "messages": [message]}}]}
+    shared = await request_parts.shared(core.db, diagnostics)
+    digest = shared["requests"][0]["body"]["messages"][0][request_parts.REF]
+    assert diagnostics["requests"][0]["body"]["messages"][0] is message  # the input untouched
+    async with core.session() as s:
+        value = (await s.execute(text("SELECT value FROM request_parts WHERE digest = :d"),
+                                 {"d": digest})).scalar_one()
+    assert secret not in str(value) and "***" in str(value)
+
+
 async def test_a_part_missing_from_the_database_is_shown_as_its_reference(
         client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
     chat = await new_chat(client, await fake_connection(client, openai_fake))
@@ -72,14 +121,14 @@ async def test_a_part_that_cannot_be_stored_stays_in_the_record(
         await s.execute(text("ALTER TABLE request_parts RENAME TO request_parts_away"))
     try:
         openai_fake.script.reply("Fine.")
-        tour_id = one(await stream(client, chat, "Hi."), "tour")["tour_id"]
+        tour_id = one(await stream(client, chat, "Hi. " * 200), "tour")["tour_id"]
         tour = await tour_of(client, tour_id)
     finally:
         async with core.session() as s:
             await s.execute(text("ALTER TABLE request_parts_away RENAME TO request_parts"))
     assert tour["status"] == "completed"
     stored = await _stored_requests(core, tour_id)
-    assert stored[0]["body"]["tools"] == openai_fake.generation_requests[-1].json["tools"]
+    assert stored[0]["body"] == openai_fake.generation_requests[-1].json  # tools and messages
     assert await _parts(core) == []
 
 

@@ -74,8 +74,8 @@ async def test_r7_sqlite_runs_in_wal_mode(tmp_path) -> None:
 
 
 async def test_r7_downgrade_puts_stored_request_parts_back_into_the_tours(tmp_path) -> None:
-    """Going below 0007 loses no request: each tour's record takes its tool definitions
-    back inline before their table goes."""
+    """Going below 0007 loses no request: each tour's record takes its tool definitions and
+    its long messages back inline before their table goes."""
     from sqlalchemy import text
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'parts.db'}"
@@ -87,8 +87,14 @@ async def test_r7_downgrade_puts_stored_request_parts_back_into_the_tours(tmp_pa
             await conn.execute(text(
                 "INSERT INTO request_parts (digest, value, created_at)"
                 " VALUES ('d1', :v, '2026-01-01')"), {"v": json.dumps(tools)})
-            diagnostics = {"requests": [{"step": 0, "body": {"model": "m",
-                                                             "tools": {"$request_part": "d1"}}}]}
+            long_message = {"role": "assistant", "content": "A long answer. " * 60}
+            await conn.execute(text(
+                "INSERT INTO request_parts (digest, value, created_at)"
+                " VALUES ('m1', :v, '2026-01-01')"), {"v": json.dumps(long_message)})
+            short = {"role": "user", "content": "Hi."}
+            diagnostics = {"requests": [{"step": 0, "body": {
+                "model": "m", "tools": {"$request_part": "d1"},
+                "messages": [short, {"$request_part": "m1"}, {"$request_part": "gone"}]}}]}
             await conn.execute(text(
                 "INSERT INTO tours (id, mode, status, env, diagnostics, abort_requested,"
                 " created_at) VALUES ('t1', 'normal', 'completed',"
@@ -97,6 +103,8 @@ async def test_r7_downgrade_puts_stored_request_parts_back_into_the_tours(tmp_pa
         assert "request_parts" not in await _tables(url)
         async with engine.connect() as conn:
             stored = (await conn.execute(text("SELECT diagnostics FROM tours"))).scalar_one()
-        assert json.loads(stored)["requests"][0]["body"] == {"model": "m", "tools": tools}
+        assert json.loads(stored)["requests"][0]["body"] == {
+            "model": "m", "tools": tools,
+            "messages": [short, long_message, {"$request_part": "gone"}]}
     finally:
         await engine.dispose()

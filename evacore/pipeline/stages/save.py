@@ -43,7 +43,7 @@ class Save:
             # counters and the tour's end still go in, the failure named in diagnostics.
             log.exception("tour.save_extras_failed")
             tour.diagnostics["save_problem"] = f"{type(exc).__name__}: the tour's extra " \
-                "records (rule firings, plugin records) were not stored"
+                "records (rule firings, plugin records, its request's shared parts) were not stored"
             message_id, variant_id = await _save(core, tour, extras=False)
         tour.data["saved"] = (message_id, variant_id)
         tour.events.emit("message", {
@@ -56,16 +56,18 @@ class Save:
 
 
 async def _save(core: Core, tour: Tour, *, extras: bool) -> tuple[str | None, str | None]:
-    diagnostics = await stored_diagnostics(core, tour)
+    diagnostics, parts = stored_diagnostics(core, tour, shared=extras)
     async with core.session() as s:
         message_id, variant_id = await _store_answer(
             s, tour, "complete", diagnostics=diagnostics, chat_state=True, committed=True)
         if extras:
             await _store_extras(core, s, tour)
+        await request_parts.store(s, parts)
         await tour_store.finish_tour(
             s, tour.id, status="completed", diagnostics=diagnostics,
             message_id=message_id, variant_id=variant_id, redacted=True,
         )
+    request_parts.committed(core.db, parts)
     return message_id, variant_id
 
 
@@ -139,10 +141,16 @@ async def _store_extras(core: Core, s: AsyncSession, tour: Tour) -> None:
         await write(s, tour)
 
 
-async def stored_diagnostics(core: Core, tour: Tour) -> dict[str, Any]:
-    """The tour's diagnostics as its record keeps them: redacted, the large parts of its
-    provider requests stored once and named (`store/request_parts.py`)."""
-    return redact_json(await request_parts.shared(core.db, diagnostics_of(tour)))
+def stored_diagnostics(core: Core, tour: Tour, *, shared: bool = True
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tour's diagnostics as its record keeps them: redacted, with `shared` the large
+    parts of its provider requests named (`store/request_parts.py`); and the named parts not
+    stored yet, for the record's transaction to store (`request_parts.store`)."""
+    diagnostics = diagnostics_of(tour)
+    parts: dict[str, Any] = {}
+    if shared:
+        diagnostics, parts = request_parts.named(core.db, diagnostics)
+    return redact_json(diagnostics), parts
 
 
 def diagnostics_of(tour: Tour) -> dict[str, Any]:
@@ -196,10 +204,13 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
     # without the extras; the tour's end alone. A tour is never left `running`.
     has_answer = bool(tour.answer) or any(st.tool_calls for st in tour.steps)
     for keep in ("all", "answer", "end"):
+        parts: dict[str, Any] = {}
         try:
-            diagnostics = await stored_diagnostics(core, tour) if keep != "end" else \
-                redact_json({"error": tour.error,
-                             "save_problem": "the tour's record could not be stored"})
+            if keep == "end":
+                diagnostics = redact_json({"error": tour.error,
+                                           "save_problem": "the tour's record could not be stored"})
+            else:  # parts shared only with everything else: stored whole when that failed
+                diagnostics, parts = stored_diagnostics(core, tour, shared=keep == "all")
             async with core.session() as s:
                 if keep == "all" or (keep == "answer" and has_answer):
                     message_id, variant_id = await _store_answer(
@@ -207,10 +218,12 @@ async def save_failure(core: Core, tour: Tour, status: str, exc: EvacoreError) -
                         chat_state=keep == "all")
                 if keep == "all":
                     await _store_extras(core, s, tour)
+                await request_parts.store(s, parts)
                 await tour_store.finish_tour(
                     s, tour.id, status=status, diagnostics=diagnostics, error=tour.error,
                     message_id=message_id, variant_id=variant_id, redacted=True,
                 )
+            request_parts.committed(core.db, parts)
             break
         except Exception:
             message_id = variant_id = None

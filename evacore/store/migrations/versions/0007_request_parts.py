@@ -1,5 +1,5 @@
-"""request parts: the tool definitions of provider requests, kept once for the tours that
-sent them
+"""request parts: the tool definitions (and long messages) of provider requests, kept once
+for the tours that sent them
 
 Revision ID: 0007
 Revises: 0006
@@ -40,6 +40,10 @@ def downgrade() -> None:
                 for key, value in list(body.items()) if isinstance(body, dict) else []:
                     if isinstance(value, dict) and value.get("$request_part") in stored:
                         body[key] = stored[value["$request_part"]]
+                    elif isinstance(value, list):  # the messages, each long one a part
+                        body[key] = [stored[item["$request_part"]] if isinstance(item, dict)
+                                     and item.get("$request_part") in stored else item
+                                     for item in value]
             bind.execute(sa.update(tours).where(tours.c.id == tour_id)
                          .values(diagnostics=diagnostics))
     op.drop_table("request_parts")
