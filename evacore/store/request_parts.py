@@ -52,10 +52,11 @@ which the next tour's request repeats with one or two more."""
 MESSAGE_MIN_BYTES = 512
 """A shorter message stays in the record: its reference (about 50 bytes) and a row of its own
 would save little, and every tour would hash it."""
-_QUICK_CHARS = (MESSAGE_MIN_BYTES - 96) // 6
-"""A message of role, content and name whose text is shorter than this is shorter than
-`MESSAGE_MIN_BYTES` as JSON whatever its characters (at most 6 bytes each, escaped): it is
+_QUICK_CHARS = (MESSAGE_MIN_BYTES - 64) // 6
+"""A message of a role and a text shorter than this is shorter than `MESSAGE_MIN_BYTES` as
+JSON whatever its characters (at most 6 bytes each, escaped; a role is a short word): it is
 left inline without serializing it."""
+_PLAIN_KEYS = frozenset(("role", "content"))
 REF = "$request_part"
 """The one key of what stands in a record for a part: `{"$request_part": digest}`."""
 _KNOWN_MAX = 4096
@@ -186,8 +187,12 @@ def _parts_of(body: dict[str, Any]) -> list[_Part]:
         if not isinstance(items, list):
             continue
         for index, item in enumerate(items):
-            if not isinstance(item, dict) or _short(item):
+            if type(item) is not dict:
                 continue
+            content = item.get("content")
+            if (type(content) is str and len(content) < _QUICK_CHARS
+                    and item.keys() <= _PLAIN_KEYS):
+                continue  # short whatever its characters: not serialized to be measured
             try:
                 raw = orjson.dumps(item)
             except TypeError:
@@ -195,12 +200,6 @@ def _parts_of(body: dict[str, Any]) -> list[_Part]:
             if len(raw) >= MESSAGE_MIN_BYTES:
                 parts.append((key, index, _hash(raw), item))
     return parts
-
-
-def _short(message: dict[str, Any]) -> bool:
-    content = message.get("content")
-    return (type(content) is str and len(content) < _QUICK_CHARS and len(message) <= 3
-            and all(k in ("role", "content", "name") for k in message))
 
 
 def _hash(raw: bytes) -> str:

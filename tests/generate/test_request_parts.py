@@ -102,6 +102,24 @@ async def test_a_stored_message_is_redacted(core: Core) -> None:
     assert secret not in str(value) and "***" in str(value)
 
 
+async def test_a_message_is_named_by_its_whole_size_not_its_text_alone(core: Core) -> None:
+    """A call with arguments and no text is as long as its JSON and is kept apart; a short
+    text stays inline, whatever its characters."""
+    call = {"role": "assistant", "content": "", "tool_calls": [{
+        "id": "c1", "type": "function",
+        "function": {"name": "write_file", "arguments": json.dumps({"text": "x" * 600})}}]}
+    short = {"role": "user", "content": "\u0001" * 70}  # 420 bytes escaped: under the size
+    messages = [short, call, {"role": "tool", "tool_call_id": "c1", "content": "done"}]
+    diagnostics = {"requests": [{"step": 0, "body": {"model": "m", "messages": messages}}]}
+    shared = await request_parts.shared(core.db, diagnostics)
+    stored = shared["requests"][0]["body"]["messages"]
+    assert stored[0] == short and stored[2] == messages[2]
+    assert list(stored[1]) == [request_parts.REF]
+    async with core.session() as s:
+        back = await request_parts.resolved(s, shared)
+    assert back["requests"][0]["body"]["messages"] == messages
+
+
 async def test_a_part_missing_from_the_database_is_shown_as_its_reference(
         client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
     chat = await new_chat(client, await fake_connection(client, openai_fake))
