@@ -18,7 +18,7 @@ from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
 from evacore.memory.ranking import Candidate, pack
 from evacore.memory.retrieve import Query, search
 from evacore.pipeline.reads import end_reads, reads
-from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text
+from evacore.pipeline.stages.token_count import MESSAGE_OVERHEAD, count_text, text_counter
 from evacore.prompt.elements import Element
 from evacore.store.recall import recall
 from evacore.store.settings import get_setting
@@ -129,20 +129,19 @@ def _window(core: Core, tour: Tour, reserve: int) -> set[str]:
     messages that fit the budget next to everything else (those are never retrieved)."""
     conn = tour.data["connection"]
     budget = int(conn["context_size"]) - int(conn["max_tokens"])
-    def size(el: Element) -> int:
-        return el.tokens if el.tokens is not None else _tokens(core, tour, el.text)
-    room = budget - reserve - 3 - sum(size(el) for el in tour.prompt if el.kind != "history")
-    groups: dict[str, int] = {}
-    order: list[str] = []
+    count = text_counter(core, tour)
+    others = 0
+    groups: dict[str, int] = {}  # a message's elements together, oldest message first
     for el in tour.prompt:
+        size = el.tokens if el.tokens is not None else count(el.text) + MESSAGE_OVERHEAD
         if el.kind != "history":
+            others += size
             continue
         key = el.source.removeprefix("history:")
-        if key not in groups:
-            order.append(key)
-        groups[key] = groups.get(key, 0) + size(el)
+        groups[key] = groups.get(key, 0) + size
+    room = budget - reserve - 3 - others
     kept: set[str] = set()
-    for key in reversed(order):
+    for key in reversed(groups):
         if groups[key] > room:
             break
         room -= groups[key]

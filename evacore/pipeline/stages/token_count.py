@@ -10,6 +10,7 @@ the instruct template's sequences in text mode (whose fixed frame is counted onc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -197,6 +198,24 @@ def count_text(core: Core, tour: Tour, text: str) -> int:
     if found is None:
         found = counts[text] = cached_count(core.count_cache, profile, text)
     return found
+
+
+def text_counter(core: Core, tour: Tour) -> Callable[[str], int]:
+    """`count_text` for many texts of one tour (every message of a history): the profile and
+    the tour's counts looked up once, not for each text."""
+    cache, profile = core.count_cache, profile_for(core, tour)
+    counts = _tour_counts(tour, profile)
+    if counts is None:
+        return lambda text: cached_count(cache, profile, text)
+    get = counts.get
+
+    def count(text: str) -> int:
+        found = get(text)
+        if found is None:
+            found = counts[text] = cached_count(cache, profile, text)
+        return found
+
+    return count
 
 
 async def count_elements(core: Core, tour: Tour) -> int:
