@@ -27,7 +27,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Insert, insert, select
+from sqlalchemy import Insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from evacore.domain.ids import utcnow
@@ -158,9 +158,7 @@ def _insert_new(dialect: str) -> Insert:
     table = RequestPart.__table__
     if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=["digest"])
-    if dialect == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing(index_elements=["digest"])
-    return insert(table).prefix_with("OR IGNORE")  # neither: the tests' own engines
+    return sqlite.insert(table).on_conflict_do_nothing(index_elements=["digest"])
 
 
 def _parts_of(body: dict[str, Any]) -> list[_Part]:
