@@ -1,7 +1,9 @@
 """What a tour costs as its chat grows: evacore's CPU for a one-token tour on a fresh chat and
 on a chat of several hundred stored messages, side by side in one run against the same fast
 fake upstream (every tour reads as much history as the context could hold, and builds,
-counts and fits it into the prompt).
+counts and fits it into the prompt); and what a tour's stored record grows by with its chat,
+on a chat of long messages (its provider request repeats the whole chat, its long messages
+are stored once and named, `store/request_parts.py`).
 
 Must not: bind anything but loopback or download anything; the server runs on a fresh SQLite
 data folder that is removed afterwards.
@@ -9,6 +11,7 @@ data folder that is removed afterwards.
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -29,6 +32,9 @@ LONG_CHAT_TOURS, QUICK_LONG_CHAT_TOURS = 150, 15
 ROUNDS, QUICK_ROUNDS = 8, 2
 """Measured rounds; each is one tour on the fresh chat and one on the long chat."""
 MESSAGE = "Hello there, how are you today? Tell me about your morning."
+WORDY_TOURS, QUICK_WORDY_TOURS = 40, 6
+"""Tours on the chat of long messages, each one message of `WORDY` characters."""
+WORDY = 800
 
 
 def _row(metric: str, value: float | None, unit: str, note: str) -> dict[str, Any]:
@@ -86,6 +92,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     chats.tour(chat)
                     costs[name].append((procs.cpu_ns(server.pid) - before) / 1e6)
             stored = chats.messages(long_)
+            records = _wordy_records(chats, folder, QUICK_WORDY_TOURS if quick else WORDY_TOURS)
             chats.http.close()
         except Exception as exc:
             raise RuntimeError(f"chat length bench failed: {exc}\n{server.tail()}") from exc
@@ -105,4 +112,36 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         _row("tour_cpu_us_per_stored_message",
              round((long_ms - fresh_ms) * 1000 / max(1, stored - 2 * rounds), 1), "µs",
              "(long chat's tour - fresh chat's tour) / the messages the long chat holds more"),
+        *_record_rows(*records),
+    ]
+
+
+def _wordy_records(chats: _Chats, folder: Path, tours: int) -> tuple[int, int, int]:
+    """Fill a chat with `tours` tours of long messages; (its first tour's stored record bytes,
+    its last's, the messages the last tour's request held more), read from the database."""
+    chat = chats.new()
+    for i in range(tours):
+        text = (f"{i}: " + "Tell me about the lighthouse and the keeper who lived there. " * 14)
+        r = chats.http.post(f"/chats/{chat}/generate",
+                            json={"message": {"content": text[:WORDY]}, "stream": True})
+        r.raise_for_status()
+    db = sqlite3.connect(f"file:{folder / 'data' / 'evacore.db'}?mode=ro", uri=True)
+    try:
+        sizes = [n for (n,) in db.execute(
+            "SELECT length(diagnostics) FROM tours WHERE chat_id = ? ORDER BY created_at, id",
+            (chat,))]
+    finally:
+        db.close()
+    return sizes[0], sizes[-1], 2 * (len(sizes) - 1)
+
+
+def _record_rows(first: int, last: int, more: int) -> list[dict[str, Any]]:
+    how = f"a chat of {WORDY}-character messages, one-token answers"
+    return [
+        _row("record_kb_wordy_chat_last_tour", round(last / 1024, 1), "KB",
+             f"the stored record (diagnostics) of the last tour of {more // 2 + 1} on {how}"),
+        _row("record_bytes_per_stored_message", round((last - first) / max(1, more)), "bytes",
+             f"(last tour's record - first tour's) / the messages the last tour's chat held "
+             f"more, on {how}: what each earlier message adds to every later record (a "
+             f"{WORDY}-character message repeated whole would add more than {WORDY})"),
     ]

@@ -128,6 +128,8 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
     assert float(rows["rss_idle_mb"].replace(",", "")) > 10
     assert 0 < float(rows["idle_wakeups_per_s"]) <= 5  # an idle evacore sleeps
     assert float(rows["tour_cpu_ms_long_chat"].replace(",", "")) > 0
+    # a long message is kept once, not in every later tour's record (800 characters each)
+    assert 0 < float(rows["record_bytes_per_stored_message"].replace(",", "")) < 300
     assert "## cold" in text and float(rows["tour_cpu_ms_after_idle"].replace(",", "")) > 0
     assert float(rows["paced_5ms_floor_cpu_us_per_token"].replace(",", "")) > 0
     assert (results.read_bytes() if results.exists() else None) == before
