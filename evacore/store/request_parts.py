@@ -6,12 +6,15 @@ length) are written to `request_parts` under their digest, and the tour's record
 digest in their place; reading the record puts them back, so `GET /v1/tours/{id}` shows the
 exact request as before.
 
-A part is stored (redacted) in the transaction that writes the record naming it, the first
-time this process meets it in a database (`named`, then `store` in that transaction and
-`committed` after it); a part already there is left as it is, so tours of two chats (or two
-instances) meeting the same part at once both name it. After that a tour pays for its digest
-alone, and the part is stored again (or found there) once a minute. Parts are never changed
-or deleted, and a record never names a part its own transaction did not find or store.
+A message's part belongs to the chat whose tour sent it (its digest is of the chat and the
+message, and it is deleted with the chat, as the tours that name it are); a tool set's
+belongs to none. A part is stored (redacted) in the transaction that writes the record
+naming it, the first time this process meets it in a database (`named`, then `store` in that
+transaction and `committed` after it); a part already there is left as it is, so two tours
+(or two instances) meeting the same part at once both name it. After that a tour pays for
+its digest alone, and the part is stored again (or found there) once a minute. Parts are
+never changed, a chat's go only with the chat and its tours, and a record never names a part
+its own transaction did not find or store.
 
 Must not: hold a part that differs from what the request sent (the digest is of the exact
 JSON), or lose a part: when storing one fails, the record keeps it inline.
@@ -80,15 +83,17 @@ _Part = tuple[str, "int | None", str, Any]
 """(key of the body, index in its list or None for the whole value, digest, value)."""
 
 
-def named(db: Database, diagnostics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`diagnostics` with each request body's large parts (`KEYS`' values, `LIST_KEYS`'
-    items) replaced by a reference (a copy when anything was; the same dict otherwise), and
-    the parts among them not known stored in `db` (digest -> value), which the caller stores
-    with `store` in the transaction that writes the record, then reports `committed`."""
+def named(db: Database, diagnostics: dict[str, Any], chat_id: str | None = None
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`diagnostics` with each request body's large parts (`KEYS`' values and, for a tour of
+    the chat `chat_id`, `LIST_KEYS`' items) replaced by a reference (a copy when anything
+    was; the same dict otherwise), and the parts among them not known stored in `db`
+    (digest -> (value, chat id or None)), which the caller stores with `store` in the
+    transaction that writes the record, then reports `committed`."""
     requests = diagnostics.get("requests")
     if not isinstance(requests, list) or not requests:
         return diagnostics, {}
-    plans = [_parts_of(body) if (body := _body(request)) is not None else []
+    plans = [_parts_of(body, chat_id) if (body := _body(request)) is not None else []
              for request in requests]
     if not any(plans):
         return diagnostics, {}
@@ -99,27 +104,28 @@ def named(db: Database, diagnostics: dict[str, Any]) -> tuple[dict[str, Any], di
     pending: dict[str, Any] = {}
     out: list[Any] = []
     for request, parts in zip(requests, plans, strict=True):
-        for _, _, digest, value in parts:
+        for _, index, digest, value in parts:
             checked = known.get(digest)
             if checked is not None and now - checked < KNOWN_SECONDS:
                 known.move_to_end(digest)
             else:
-                pending[digest] = value
+                pending[digest] = (value, None if index is None else chat_id)
         out.append({**request, "body": _named(request["body"], parts)} if parts else request)
     return {**diagnostics, "requests": out}, pending
 
 
 async def store(session: AsyncSession, parts: dict[str, Any]) -> None:
-    """Insert `parts` (digest -> value, from `named`), redacted, in the session's transaction;
-    a part already stored is left as it is."""
+    """Insert `parts` (digest -> (value, chat id), from `named`), redacted, in the session's
+    transaction; a part already stored is left as it is."""
     if not parts:
         return
     bind = session.sync_session.bind
     statement = _insert_new(bind.dialect.name if bind is not None else "")
     created = utcnow()
-    for digest, value in parts.items():
+    for digest, (value, chat_id) in parts.items():
         await direct.execute(session, statement, {
-            "digest": digest, "value": redact_json(value), "created_at": created})
+            "digest": digest, "value": redact_json(value), "created_at": created,
+            "chat_id": chat_id})
 
 
 def committed(db: Database, parts: dict[str, Any]) -> None:
@@ -137,10 +143,11 @@ def committed(db: Database, parts: dict[str, Any]) -> None:
         known.popitem(last=False)
 
 
-async def shared(db: Database, diagnostics: dict[str, Any]) -> dict[str, Any]:
+async def shared(db: Database, diagnostics: dict[str, Any], chat_id: str | None = None
+                 ) -> dict[str, Any]:
     """`named` with the new parts stored in a transaction of their own: for a record written
     apart from them. The same dict (every part inline) when storing fails."""
-    out, pending = named(db, diagnostics)
+    out, pending = named(db, diagnostics, chat_id)
     if pending:
         try:
             async with db.session() as s:
@@ -161,8 +168,9 @@ def _insert_new(dialect: str) -> Insert:
     return sqlite.insert(table).on_conflict_do_nothing(index_elements=["digest"])
 
 
-def _parts_of(body: dict[str, Any]) -> list[_Part]:
-    """The parts of one request's body large enough to keep apart."""
+def _parts_of(body: dict[str, Any], chat_id: str | None) -> list[_Part]:
+    """The parts of one request's body large enough to keep apart (messages only for a
+    chat's tour: a part of no chat is never deleted)."""
     parts: list[_Part] = []
     for key in KEYS:
         value = body.get(key)
@@ -180,7 +188,8 @@ def _parts_of(body: dict[str, Any]) -> list[_Part]:
             if len(_digests) > _DIGESTS_MAX:
                 del _digests[next(iter(_digests))]
         parts.append((key, None, digest, value))
-    for key in LIST_KEYS:
+    owner = f"{chat_id}\n".encode() if chat_id is not None else b""
+    for key in LIST_KEYS if chat_id is not None else ():
         items = body.get(key)
         if not isinstance(items, list):
             continue
@@ -196,7 +205,7 @@ def _parts_of(body: dict[str, Any]) -> list[_Part]:
             except TypeError:
                 continue
             if len(raw) >= MESSAGE_MIN_BYTES:
-                parts.append((key, index, _hash(raw), item))
+                parts.append((key, index, _hash(owner + raw), item))
     return parts
 
 

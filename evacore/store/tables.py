@@ -349,13 +349,16 @@ class ClientOpAnswer(Base):
 
 class RequestPart(Base):
     """A large part of a provider request kept once for every tour that sent it (the tool
-    definitions most requests repeat); a tour's stored request names it by its digest
-    (`store/request_parts.py`). Never changed once written."""
+    definitions most requests repeat, a chat's long messages); a tour's stored request names
+    it by its digest (`store/request_parts.py`). Never changed once written; a message's part
+    belongs to its chat and goes with it."""
 
     __tablename__ = "request_parts"
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[list[Any]] = mapped_column(JSON)
+    value: Mapped[Any] = mapped_column(JSON)
     created_at: Mapped[datetime] = _created()
+    chat_id: Mapped[str | None] = mapped_column(
+        ForeignKey("chats.id", ondelete="CASCADE"), nullable=True, index=True)
 
 
 # The retrieval index (migration 0002) as Core tables: the memory package queries them

@@ -88,12 +88,14 @@ async def test_long_messages_are_stored_once_and_each_record_shows_the_exact_req
     assert sizes[-1] - sizes[0] < len("I have a lot to say about this. " * 40)
 
 
-async def test_a_stored_message_is_redacted(core: Core) -> None:
+async def test_a_stored_message_is_redacted(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
     secret = "sk-live-qrstuvwxyzabcdef987654"
     remember([secret])
     message = {"role": "user", "content": f"My key is {secret}. " + "More words here. " * 40}
     diagnostics = {"requests": [{"step": 0, "body": {"model": "m", "messages": [message]}}]}
-    shared = await request_parts.shared(core.db, diagnostics)
+    shared = await request_parts.shared(core.db, diagnostics, chat)
     digest = shared["requests"][0]["body"]["messages"][0][request_parts.REF]
     assert diagnostics["requests"][0]["body"]["messages"][0] is message  # the input untouched
     async with core.session() as s:
@@ -102,7 +104,8 @@ async def test_a_stored_message_is_redacted(core: Core) -> None:
     assert secret not in str(value) and "***" in str(value)
 
 
-async def test_a_message_is_named_by_its_whole_size_not_its_text_alone(core: Core) -> None:
+async def test_a_message_is_named_by_its_whole_size_not_its_text_alone(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
     """A call with arguments and no text is as long as its JSON and is kept apart; a short
     text stays inline, whatever its characters."""
     call = {"role": "assistant", "content": "", "tool_calls": [{
@@ -111,13 +114,40 @@ async def test_a_message_is_named_by_its_whole_size_not_its_text_alone(core: Cor
     short = {"role": "user", "content": "\u0001" * 70}  # 420 bytes escaped: under the size
     messages = [short, call, {"role": "tool", "tool_call_id": "c1", "content": "done"}]
     diagnostics = {"requests": [{"step": 0, "body": {"model": "m", "messages": messages}}]}
-    shared = await request_parts.shared(core.db, diagnostics)
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    assert await request_parts.shared(core.db, diagnostics) is diagnostics  # of no chat: inline
+    shared = await request_parts.shared(core.db, diagnostics, chat)
     stored = shared["requests"][0]["body"]["messages"]
     assert stored[0] == short and stored[2] == messages[2]
     assert list(stored[1]) == [request_parts.REF]
     async with core.session() as s:
         back = await request_parts.resolved(s, shared)
     assert back["requests"][0]["body"]["messages"] == messages
+
+
+async def test_a_chats_message_parts_go_with_the_chat(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
+    """A deleted chat leaves none of its messages behind in the parts; another chat that sent
+    the same long message keeps its own copy, and the tool definitions (no chat's) stay."""
+    connection = await fake_connection(client, openai_fake)
+    kept, gone = await new_chat(client, connection), await new_chat(client, connection)
+    words = "The same long story, told in two chats. " * 20
+    for chat in (kept, gone):
+        openai_fake.script.reply("Fine.")
+        await stream(client, chat, words)
+    async with core.session() as s:
+        owners = (await s.execute(text(
+            "SELECT chat_id, count(*) FROM request_parts GROUP BY chat_id"))).all()
+    assert sorted(owners, key=str) == sorted([(None, 1), (kept, 1), (gone, 1)], key=str)
+    assert (await client.delete(f"/v1/chats/{gone}")).status_code == 204
+    async with core.session() as s:
+        left = (await s.execute(text("SELECT chat_id, value FROM request_parts"))).all()
+    assert sorted(chat for chat, _ in left if chat is not None) == [kept]
+    assert all("two chats" not in json.dumps(value) for chat, value in left if chat != kept)
+    openai_fake.script.reply("Fine.")
+    tour_id = one(await stream(client, kept, "And now?"), "tour")["tour_id"]
+    tour = await tour_of(client, tour_id)  # the kept chat's record still resolves whole
+    assert tour["diagnostics"]["requests"][0]["body"] == openai_fake.generation_requests[-1].json
 
 
 async def test_a_part_missing_from_the_database_is_shown_as_its_reference(

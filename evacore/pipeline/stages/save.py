@@ -149,7 +149,7 @@ def stored_diagnostics(core: Core, tour: Tour, *, shared: bool = True
     diagnostics = diagnostics_of(tour)
     parts: dict[str, Any] = {}
     if shared:
-        diagnostics, parts = request_parts.named(core.db, diagnostics)
+        diagnostics, parts = request_parts.named(core.db, diagnostics, tour.chat_id)
     return redact_json(diagnostics), parts
 
 
