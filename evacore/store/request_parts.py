@@ -62,9 +62,14 @@ left inline without serializing it."""
 _PLAIN_KEYS = frozenset(("role", "content"))
 REF = "$request_part"
 """The one key of what stands in a record for a part: `{"$request_part": digest}`."""
-_KNOWN_MAX = 4096
+_KNOWN_MAX = 8192
 """Digests remembered as stored per database (the least recently used go first): each long
 message of the chats being talked in is one."""
+_LOOK_FIRST = 3
+"""From this many parts to store on, those stored already are looked up in one statement
+first, each found one sparing its redaction and its insert: a tour's request names every
+long message of its chat, and all of them come back to be checked once `KNOWN_SECONDS`
+passed or after the chat's digests left `_KNOWN_MAX` (a tour usually brings two new ones)."""
 KNOWN_SECONDS = 60.0
 """How long a part is taken as stored without looking: a database restored or migrated down
 and up under a running server is seen within this time, and the part stored again."""
@@ -77,7 +82,7 @@ _digests: dict[bytes, str] = {}
 every tour costs more than looking it up."""
 _DIGESTS_MAX = 64
 _IN_BATCH = 500
-"""Digests read back in one statement at most."""
+"""Digests looked up or read back in one statement at most."""
 
 _Part = tuple[str, "int | None", str, Any]
 """(key of the body, index in its list or None for the whole value, digest, value)."""
@@ -117,6 +122,9 @@ def named(db: Database, diagnostics: dict[str, Any], chat_id: str | None = None
 async def store(session: AsyncSession, parts: dict[str, Any]) -> None:
     """Insert `parts` (digest -> (value, chat id), from `named`), redacted, in the session's
     transaction; a part already stored is left as it is."""
+    if len(parts) >= _LOOK_FIRST:
+        found = await _present(session, list(parts))
+        parts = {digest: part for digest, part in parts.items() if digest not in found}
     if not parts:
         return
     bind = session.sync_session.bind
@@ -126,6 +134,15 @@ async def store(session: AsyncSession, parts: dict[str, Any]) -> None:
         await direct.execute(session, statement, {
             "digest": digest, "value": redact_json(value), "created_at": created,
             "chat_id": chat_id})
+
+
+async def _present(session: AsyncSession, digests: list[str]) -> set[str]:
+    """Those of `digests` stored already."""
+    found: set[str] = set()
+    for at in range(0, len(digests), _IN_BATCH):
+        found.update(await session.scalars(
+            select(RequestPart.digest).where(RequestPart.digest.in_(digests[at:at + _IN_BATCH]))))
+    return found
 
 
 def committed(db: Database, parts: dict[str, Any]) -> None:

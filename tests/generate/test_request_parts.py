@@ -150,6 +150,39 @@ async def test_a_chats_message_parts_go_with_the_chat(
     assert tour["diagnostics"]["requests"][0]["body"] == openai_fake.generation_requests[-1].json
 
 
+async def test_parts_stored_already_are_looked_up_once_not_written_again(
+        client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once their minute as known has passed, a long chat's parts all come back to be checked:
+    one lookup finds them, and only the new one is written (redacted and inserted)."""
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    messages = [{"role": "user", "content": f"Story part {i}. " + "Words upon words. " * 40}
+                for i in range(6)]
+
+    def diagnostics(count: int) -> dict[str, Any]:
+        return {"requests": [{"step": 0, "body": {"model": "m", "messages": messages[:count]}}]}
+
+    first = await request_parts.shared(core.db, diagnostics(5), chat)
+    later = time.monotonic() + request_parts.KNOWN_SECONDS + 1
+    monkeypatch.setattr(request_parts, "_now", lambda: later)
+    written: list[str] = []
+    real = request_parts.redact_json
+
+    def counting(value: Any) -> Any:
+        written.append(value["content"][:13])
+        return real(value)
+
+    monkeypatch.setattr(request_parts, "redact_json", counting)
+    again = await request_parts.shared(core.db, diagnostics(6), chat)
+    assert written == ["Story part 5."]  # the five stored ones neither redacted nor written
+    assert again["requests"][0]["body"]["messages"][:5] == \
+        first["requests"][0]["body"]["messages"]
+    assert len(await _parts(core)) == 6
+    async with core.session() as s:
+        back = await request_parts.resolved(s, again)
+    assert back["requests"][0]["body"]["messages"] == messages
+
+
 async def test_a_part_missing_from_the_database_is_shown_as_its_reference(
         client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream) -> None:
     chat = await new_chat(client, await fake_connection(client, openai_fake))
