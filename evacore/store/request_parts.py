@@ -30,11 +30,10 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Insert, select
+from sqlalchemy import Insert, null, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from evacore.domain.ids import utcnow
-from evacore.logs import get_logger
 from evacore.redact import redact_json
 from evacore.store import direct
 from evacore.store.tables import RequestPart
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 
     from evacore.store.db import Database
 
-log = get_logger(__name__)
 KEYS = ("tools",)
 """The keys of a request's body whose whole value is kept apart when large."""
 MIN_BYTES = 1024
@@ -102,10 +100,7 @@ def named(db: Database, diagnostics: dict[str, Any], chat_id: str | None = None
              for request in requests]
     if not any(plans):
         return diagnostics, {}
-    known = _known.get(db)
-    if known is None:
-        known = _known[db] = OrderedDict()
-    now = _now()
+    known, now = _known_of(db), _now()
     pending: dict[str, Any] = {}
     out: list[Any] = []
     for request, parts in zip(requests, plans, strict=True):
@@ -138,21 +133,26 @@ async def store(session: AsyncSession, parts: dict[str, Any]) -> None:
 
 async def _present(session: AsyncSession, digests: list[str]) -> set[str]:
     """Those of `digests` stored already."""
-    found: set[str] = set()
+    return {digest for digest, _ in await _rows(session, digests, values=False)}
+
+
+async def _rows(session: AsyncSession, digests: list[str], *, values: bool = True
+                ) -> list[tuple[str, Any]]:
+    """(digest, value or None) of each of `digests` stored, `_IN_BATCH` a statement."""
+    value = RequestPart.value if values else null()
+    rows: list[tuple[str, Any]] = []
     for at in range(0, len(digests), _IN_BATCH):
-        found.update(await session.scalars(
-            select(RequestPart.digest).where(RequestPart.digest.in_(digests[at:at + _IN_BATCH]))))
-    return found
+        found = await session.execute(select(RequestPart.digest, value).where(
+            RequestPart.digest.in_(digests[at:at + _IN_BATCH])))
+        rows.extend((digest, part) for digest, part in found)
+    return rows
 
 
 def committed(db: Database, parts: dict[str, Any]) -> None:
     """`parts` are in `db` now (the transaction that stored them committed)."""
     if not parts:
         return
-    known = _known.get(db)
-    if known is None:
-        known = _known[db] = OrderedDict()
-    now = _now()
+    known, now = _known_of(db), _now()
     for digest in parts:
         known[digest] = now
         known.move_to_end(digest)
@@ -160,20 +160,11 @@ def committed(db: Database, parts: dict[str, Any]) -> None:
         known.popitem(last=False)
 
 
-async def shared(db: Database, diagnostics: dict[str, Any], chat_id: str | None = None
-                 ) -> dict[str, Any]:
-    """`named` with the new parts stored in a transaction of their own: for a record written
-    apart from them. The same dict (every part inline) when storing fails."""
-    out, pending = named(db, diagnostics, chat_id)
-    if pending:
-        try:
-            async with db.session() as s:
-                await store(s, pending)
-        except Exception:  # noqa: BLE001 - the record keeps its parts inline
-            log.warning("request_part.not_stored", parts=len(pending))
-            return diagnostics
-        committed(db, pending)
-    return out
+def _known_of(db: Database) -> OrderedDict[str, float]:
+    known = _known.get(db)
+    if known is None:
+        known = _known[db] = OrderedDict()
+    return known
 
 
 @cache
@@ -260,12 +251,7 @@ async def resolved(session: AsyncSession, diagnostics: dict[str, Any]) -> dict[s
                 wanted.update(d for item in value if (d := _digest(item)) is not None)
     if not wanted:
         return diagnostics
-    ordered = sorted(wanted)
-    parts: dict[str, Any] = {}
-    for at in range(0, len(ordered), _IN_BATCH):
-        rows = await session.execute(select(RequestPart.digest, RequestPart.value)
-                                     .where(RequestPart.digest.in_(ordered[at:at + _IN_BATCH])))
-        parts.update((digest, value) for digest, value in rows)
+    parts = dict(await _rows(session, sorted(wanted)))
 
     def part(value: Any) -> Any:
         digest = _digest(value)

@@ -28,6 +28,17 @@ async def _stored_requests(core: Core, tour_id: str) -> list[dict[str, Any]]:
     return diagnostics["requests"]
 
 
+async def _shared(db: Any, diagnostics: dict[str, Any], chat_id: str | None = None
+                  ) -> dict[str, Any]:
+    """A record's parts named and stored in a transaction of their own, as a tour's save does
+    in the record's."""
+    out, pending = request_parts.named(db, diagnostics, chat_id)
+    async with db.session() as s:
+        await request_parts.store(s, pending)
+    request_parts.committed(db, pending)
+    return out
+
+
 async def _parts(core: Core) -> list[str]:
     async with core.session() as s:
         return list((await s.scalars(text("SELECT digest FROM request_parts"))).all())
@@ -95,7 +106,7 @@ async def test_a_stored_message_is_redacted(
     remember([secret])
     message = {"role": "user", "content": f"My key is {secret}. " + "More words here. " * 40}
     diagnostics = {"requests": [{"step": 0, "body": {"model": "m", "messages": [message]}}]}
-    shared = await request_parts.shared(core.db, diagnostics, chat)
+    shared = await _shared(core.db, diagnostics, chat)
     digest = shared["requests"][0]["body"]["messages"][0][request_parts.REF]
     assert diagnostics["requests"][0]["body"]["messages"][0] is message  # the input untouched
     async with core.session() as s:
@@ -115,8 +126,8 @@ async def test_a_message_is_named_by_its_whole_size_not_its_text_alone(
     messages = [short, call, {"role": "tool", "tool_call_id": "c1", "content": "done"}]
     diagnostics = {"requests": [{"step": 0, "body": {"model": "m", "messages": messages}}]}
     chat = await new_chat(client, await fake_connection(client, openai_fake))
-    assert await request_parts.shared(core.db, diagnostics) is diagnostics  # of no chat: inline
-    shared = await request_parts.shared(core.db, diagnostics, chat)
+    assert await _shared(core.db, diagnostics) is diagnostics  # of no chat: inline
+    shared = await _shared(core.db, diagnostics, chat)
     stored = shared["requests"][0]["body"]["messages"]
     assert stored[0] == short and stored[2] == messages[2]
     assert list(stored[1]) == [request_parts.REF]
@@ -162,7 +173,7 @@ async def test_parts_stored_already_are_looked_up_once_not_written_again(
     def diagnostics(count: int) -> dict[str, Any]:
         return {"requests": [{"step": 0, "body": {"model": "m", "messages": messages[:count]}}]}
 
-    first = await request_parts.shared(core.db, diagnostics(5), chat)
+    first = await _shared(core.db, diagnostics(5), chat)
     later = time.monotonic() + request_parts.KNOWN_SECONDS + 1
     monkeypatch.setattr(request_parts, "_now", lambda: later)
     written: list[str] = []
@@ -173,7 +184,7 @@ async def test_parts_stored_already_are_looked_up_once_not_written_again(
         return real(value)
 
     monkeypatch.setattr(request_parts, "redact_json", counting)
-    again = await request_parts.shared(core.db, diagnostics(6), chat)
+    again = await _shared(core.db, diagnostics(6), chat)
     assert written == ["Story part 5."]  # the five stored ones neither redacted nor written
     assert again["requests"][0]["body"]["messages"][:5] == \
         first["requests"][0]["body"]["messages"]
@@ -226,10 +237,10 @@ async def test_each_tool_set_is_its_own_part_and_small_ones_stay_inline(core: Co
     many = [_tool(f"tool_{i}", "A tool that does something useful. " * 4) for i in range(8)]
     other = [*many[:-1], _tool("another", "Something else entirely. " * 4)]
     small = [_tool("tiny", "Small.")]
-    first = await request_parts.shared(core.db, _diagnostics(many))
-    again = await request_parts.shared(core.db, _diagnostics(many))
-    second = await request_parts.shared(core.db, _diagnostics(other))
-    inline = await request_parts.shared(core.db, _diagnostics(small))
+    first = await _shared(core.db, _diagnostics(many))
+    again = await _shared(core.db, _diagnostics(many))
+    second = await _shared(core.db, _diagnostics(other))
+    inline = await _shared(core.db, _diagnostics(small))
     ref = first["requests"][0]["body"]["tools"]
     assert again["requests"][0]["body"]["tools"] == ref
     assert second["requests"][0]["body"]["tools"] != ref
@@ -246,7 +257,7 @@ async def test_a_stored_part_is_redacted(core: Core) -> None:
     remember([secret])
     tools = [_tool(f"tool_{i}", "Calls the service. " * 8) for i in range(6)]
     tools[0]["function"]["description"] = f"Calls with key {secret}."
-    shared = await request_parts.shared(core.db, _diagnostics(tools))
+    shared = await _shared(core.db, _diagnostics(tools))
     digest = shared["requests"][0]["body"]["tools"][request_parts.REF]
     async with core.session() as s:
         value = (await s.execute(text("SELECT value FROM request_parts WHERE digest = :d"),
@@ -266,8 +277,8 @@ async def test_two_instances_storing_the_same_part_at_once_both_name_it(core: Co
                 await s.execute(text("SELECT 1"))
         tools = [_tool(f"tool_{i}", "Shared by two instances. " * 6) for i in range(6)]
         here, there = await asyncio.gather(
-            request_parts.shared(core.db, _diagnostics(tools)),
-            request_parts.shared(other, _diagnostics(tools)))
+            _shared(core.db, _diagnostics(tools)),
+            _shared(other, _diagnostics(tools)))
     finally:
         await other.engine.dispose()
     assert here["requests"][0]["body"]["tools"] == there["requests"][0]["body"]["tools"]
@@ -281,14 +292,14 @@ async def test_a_part_gone_from_the_database_is_stored_again_after_a_while(
     process took as stored: once `KNOWN_SECONDS` passed they are looked for and stored
     again, so later records never name a missing part for longer than that."""
     tools = [_tool(f"tool_{i}", "Kept across a restore. " * 6) for i in range(6)]
-    first = await request_parts.shared(core.db, _diagnostics(tools))
+    first = await _shared(core.db, _diagnostics(tools))
     async with core.session() as s:
         await s.execute(text("DELETE FROM request_parts"))
-    soon = await request_parts.shared(core.db, _diagnostics(tools))  # within the minute
+    soon = await _shared(core.db, _diagnostics(tools))  # within the minute
     assert soon == first and await _parts(core) == []
     later = time.monotonic() + request_parts.KNOWN_SECONDS + 1
     monkeypatch.setattr(request_parts, "_now", lambda: later)
-    again = await request_parts.shared(core.db, _diagnostics(tools))
+    again = await _shared(core.db, _diagnostics(tools))
     assert again == first and len(await _parts(core)) == 1
     async with core.session() as s:
         back = await request_parts.resolved(s, again)
