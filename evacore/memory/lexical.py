@@ -48,7 +48,8 @@ class LexicalIndex(Protocol):
 
 
 class _Cached:
-    """Term statistics change slowly: document frequencies and totals are cached briefly."""
+    """Term statistics change slowly: document frequencies and totals are cached briefly
+    (a term's absence is not: it is asked again)."""
 
     def __init__(self) -> None:
         self._df: dict[tuple[str, bool], tuple[int, float]] = {}
@@ -78,8 +79,10 @@ class _Cached:
 
     async def doc_freqs(self, s: AsyncSession, terms: list[Term]) -> dict[str, int]:
         now = time.monotonic()
+        # a term the index did not hold is asked again: chunks may have come since (a
+        # backfill right before this search), and a search for it must find them
         missing = [t for t in terms if (hit := self._df.get((t.text, t.prefix))) is None
-                   or hit[1] <= now]
+                   or hit[1] <= now or not hit[0]]
         if missing:
             if len(self._df) + len(missing) >= _CACHE_CAP:
                 self._df.clear()

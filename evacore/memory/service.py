@@ -1,6 +1,6 @@
 """The memory service of a running core (`core.memory`): the lexical index of
 this database, the vector cache, the embedding backend and its background worker, and the
-save hook that indexes each tour's new messages.
+save hook that indexes each tour's new messages (when retrieval may search them soon).
 
 Must not: build prompts (the memory stage does) or speak HTTP (routes/memory.py).
 """
@@ -104,7 +104,11 @@ class MemoryService:
 
     # indexing
     async def save_hook(self, s: AsyncSession, tour: Any) -> None:
-        """Stage 14: index the tour's new user message and answer in the same transaction."""
+        """Stage 14: index the tour's new user message and answer in the same transaction,
+        unless its memory stage found no use for them yet (`index_at_save`: every message in
+        the prompt, no vectors to prepare; the index catches up when it is searched)."""
+        if tour.data.get("index_at_save") is False:
+            return
         opts = tour.data.get("retrieval_options")
         chunking = ({"chunk_chars": opts.chunk_chars, "overlap": opts.chunk_overlap}
                     if isinstance(opts, RetrievalOptions) else {})

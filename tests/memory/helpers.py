@@ -3,9 +3,12 @@ scripted mock connection, and reading a tour's diagnostics."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import httpx
+import numpy as np
 from sqlalchemy import insert
 
 from evacore.core import Core
@@ -71,3 +74,31 @@ async def say(client: httpx.AsyncClient, chat_id: str, text: str,
 def sent_messages(body: dict[str, Any], step: int = 0) -> list[dict[str, Any]]:
     """The messages the provider was sent in a step."""
     return body["diagnostics"]["requests"][step]["body"]["messages"]
+
+
+_CONCEPTS = ({"automobile", "car", "vehicle", "sedan"}, {"ocean", "sea", "waves"})
+
+
+def fake_vector(text: str) -> list[float]:
+    """Concept words share a direction (a paraphrase lands close); other words hash."""
+    v = np.zeros(16)
+    for word in re.findall(r"\w+", text.lower()):
+        hit = [i for i, group in enumerate(_CONCEPTS) if word in group]
+        if hit:
+            v[hit[0]] += 3.0
+        else:
+            v[2 + hash(word) % 14] += 0.3
+    return list(v)
+
+
+def embeddings_endpoint(seen: list[dict], status: int = 200) -> httpx.MockTransport:
+    """An OpenAI-compatible embeddings endpoint answering with `fake_vector` (or `status`)."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append({"url": str(request.url), "auth": request.headers.get("authorization"),
+                     "body": body})
+        if status != 200:
+            return httpx.Response(status, text="overloaded")
+        data = [{"index": i, "embedding": fake_vector(t)} for i, t in enumerate(body["input"])]
+        return httpx.Response(200, json={"data": list(reversed(data)), "model": body["model"]})
+    return httpx.MockTransport(handle)

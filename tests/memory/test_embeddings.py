@@ -4,10 +4,6 @@ lexical search misses; a failing endpoint leaves lexical search working."""
 
 from __future__ import annotations
 
-import json
-import re
-
-import httpx
 import numpy as np
 import pytest
 
@@ -19,33 +15,7 @@ from evacore.memory.index import backfill, chat_keys
 from evacore.memory.options import RetrievalOptions
 from evacore.memory.retrieve import Query, search
 from evacore.store.tables import Chat
-from tests.memory.helpers import add_messages
-
-_CONCEPTS = ({"automobile", "car", "vehicle", "sedan"}, {"ocean", "sea", "waves"})
-
-
-def _fake_vector(text: str) -> list[float]:
-    """Concept words share a direction (a paraphrase lands close); other words hash."""
-    v = np.zeros(16)
-    for word in re.findall(r"\w+", text.lower()):
-        hit = [i for i, group in enumerate(_CONCEPTS) if word in group]
-        if hit:
-            v[hit[0]] += 3.0
-        else:
-            v[2 + hash(word) % 14] += 0.3
-    return list(v)
-
-
-def _endpoint(seen: list[dict], status: int = 200) -> httpx.MockTransport:
-    def handle(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        seen.append({"url": str(request.url), "auth": request.headers.get("authorization"),
-                     "body": body})
-        if status != 200:
-            return httpx.Response(status, text="overloaded")
-        data = [{"index": i, "embedding": _fake_vector(t)} for i, t in enumerate(body["input"])]
-        return httpx.Response(200, json={"data": list(reversed(data)), "model": body["model"]})
-    return httpx.MockTransport(handle)
+from tests.memory.helpers import add_messages, embeddings_endpoint
 
 
 @pytest.mark.skipif(not _minilm.available(), reason="the MiniLM package is not installed")
@@ -63,10 +33,10 @@ def test_r2_5_minilm_with_numpy_matches_the_reference_model() -> None:
     assert sims[1, 2] == pytest.approx(0.1411, abs=2e-3)
 
 
-async def test_r2_5_openai_compatible_embeddings_endpoint() -> None:
+async def test_r2_5_openai_compatible_embeddingsembeddings_endpoint() -> None:
     seen: list[dict] = []
     backend = OpenAIBackend("http://127.0.0.1:8080/v1/", "e5-small", "sk-x", batch=2,
-                            transport=_endpoint(seen))
+                            transport=embeddings_endpoint(seen))
     rows = await backend.embed(["a car", "the sea", "a sedan"])
     assert rows.shape == (3, 16)
     assert np.allclose(np.linalg.norm(rows, axis=1), 1.0)
@@ -74,7 +44,7 @@ async def test_r2_5_openai_compatible_embeddings_endpoint() -> None:
     assert [s["body"]["input"] for s in seen] == [["a car", "the sea"], ["a sedan"]]
     assert seen[0]["url"] == "http://127.0.0.1:8080/v1/embeddings"
     assert seen[0]["body"]["model"] == "e5-small" and seen[0]["auth"] == "Bearer sk-x"
-    failing = OpenAIBackend("http://127.0.0.1:8080/v1", "e5", transport=_endpoint([], 503))
+    failing = OpenAIBackend("http://127.0.0.1:8080/v1", "e5", transport=embeddings_endpoint([], 503))
     with pytest.raises(ProviderError, match="503"):
         await failing.embed(["x"])
     await backend.aclose()
@@ -112,7 +82,7 @@ async def test_r2_5_hybrid_search_finds_a_paraphrase(core: Core) -> None:
     service = core.memory
     seen: list[dict] = []
     service.use_backend(CachedBackend(OpenAIBackend("http://127.0.0.1:9/v1", "fake",
-                                                    transport=_endpoint(seen))))
+                                                    transport=embeddings_endpoint(seen))))
     assert await service.embed_pending() == 4
     assert (await _top(core, chat_id, question))[0] == fact
 
@@ -121,7 +91,7 @@ async def test_r2_5_a_failing_embeddings_endpoint_leaves_lexical_search(core: Co
     chat_id = await _chat_with(core, ["My sister's cat is called Pumpernickel."])
     service = core.memory
     service.use_backend(CachedBackend(OpenAIBackend("http://127.0.0.1:9/v1", "fake",
-                                                    transport=_endpoint([], 500))))
+                                                    transport=embeddings_endpoint([], 500))))
     hits = await _top(core, chat_id, "What's my sister's cat called?")
     assert hits == ["My sister's cat is called Pumpernickel."]
     assert service.last_error and "500" in service.last_error

@@ -28,6 +28,12 @@ async def _document(client: httpx.AsyncClient, text: str, **scope: str) -> str:
     return str(r.json()["id"])
 
 
+async def _search(client: httpx.AsyncClient, chat_id: str, query: str) -> list[str]:
+    r = await client.post("/v1/memory/search", json={"chat_id": chat_id, "query": query})
+    assert r.status_code == 200, r.text
+    return [hit["text"] for hit in r.json()["results"]]
+
+
 async def _block(client: httpx.AsyncClient, label: str, **scope: str) -> str:
     r = await client.post("/v1/memory", json={**scope, "label": label, "content": "kept"})
     assert r.status_code == 201, r.text
@@ -40,14 +46,13 @@ async def test_a_deleted_message_leaves_the_retrieval_index(
     chat_id = await scripted_chat(client, [{"text": "ok"}])
     [secret, _] = await add_messages(core, chat_id, [("user", "My locker code is 4417."),
                                                      ("assistant", "Noted.")])
-    await say(client, chat_id, "hello")  # indexes the recent messages
+    await say(client, chat_id, "hello")
+    await _search(client, chat_id, "locker code")  # indexes the chat
     assert await _chunk_count(core, message_id=secret) == 1
     r = await client.delete(f"/v1/chats/{chat_id}/messages/{secret}")
     assert r.status_code == 204, r.text
     assert await _chunk_count(core, message_id=secret) == 0
-    hits = (await client.post("/v1/memory/search",
-                              json={"chat_id": chat_id, "query": "locker code"})).json()
-    assert all("4417" not in h["text"] for h in hits["results"])
+    assert all("4417" not in text for text in await _search(client, chat_id, "locker code"))
 
 
 async def test_a_deleted_chat_takes_its_chunks_blocks_and_documents(
@@ -57,6 +62,8 @@ async def test_a_deleted_chat_takes_its_chunks_blocks_and_documents(
     other = await scripted_chat(client, [{"text": "Fine."}])
     await say(client, chat_id, "The vault opens with the word marigold.")
     await say(client, other, "Nothing to hide here.")
+    await _search(client, chat_id, "vault")  # indexes each chat
+    await _search(client, other, "hide")
     doc = await _document(client, "Chat-only notes about the vault.", chat_id=chat_id)
     await _block(client, "facts", chat_id=chat_id)
     kept_block = await _block(client, "facts", chat_id=other)

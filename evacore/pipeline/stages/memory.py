@@ -55,6 +55,7 @@ class Memory:
         diag["blocks"] = insert_blocks(tour, blocks)
         if not options.enabled:
             diag["retrieval"] = {"enabled": False}
+            await _index_later(service, tour)
             return
         report: dict[str, Any] = {"enabled": True}
         if warning:
@@ -172,6 +173,7 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
             report.update(skipped="every message is in the prompt and no document is in scope",
                           query="\n".join(reversed(texts)), budget=reserve, inserted=[], cut=[],
                           excluded_in_window=kept)
+            await _index_later(service, tour)
             return
     await end_reads(tour)  # the search may wait on the embedder: the connection goes back
     async with core.session() as s:
@@ -206,6 +208,23 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
                    "score": round(c.score, 4), "tokens": tokens} for c, _, tokens in packed.kept],
         cut=packed.cut[:50],
     )
+
+
+async def _index_later(service: MemoryService, tour: Tour) -> None:
+    """Leave this tour's new messages out of the index at its save when nothing can search
+    them before they are indexed anyway: retrieval found every message in the prompt (or is
+    off) and no embedding backend needs their vectors ready in advance. The lexical index
+    catches up the moment it is searched: retrieval's backfill and `POST /v1/memory/search`
+    index what is missing first (`memory/index.py`), as for an imported chat."""
+    if await service.backend() is not None:
+        return
+    tour.data["index_at_save"] = False
+    # what the save would have indexed (the newest messages: a new answer, a new variant of
+    # one) is left to the backfill, which goes on from `indexed_to`: it must start there
+    newest = [int(el.meta.get("position", 0)) for el in _chat_messages(tour)[-4:]]
+    state = tour.data["chat"].setdefault("state", {}).setdefault("retrieval", {})
+    if newest and int(state.get("indexed_to") or 0) > min(newest):
+        state["indexed_to"] = min(newest)
 
 
 async def _any_documents(s: Any, tour: Tour, opts: RetrievalOptions) -> bool:
