@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from evacore.domain.ids import new_id, utcnow
 from evacore.memory._terms import words
 from evacore.memory.chunking import chunk_text
+from evacore.memory.options import RetrievalOptions
 from evacore.memory.schema import (
     SOURCE_DOCUMENT,
     SOURCE_MESSAGE,
@@ -208,6 +209,19 @@ async def backfill(s: AsyncSession, chat_id: str, from_position: int, limit: int
         done += len(batch)
         position = batch[-1].position + 1
     return done, position
+
+
+async def catch_up(s: AsyncSession, chat_id: str, state: dict[str, Any],
+                   opts: RetrievalOptions) -> int:
+    """`backfill` a chat's messages as its retrieval options say, from where the last one
+    stopped (`state`: the chat's `state["retrieval"]`, moved on in place); returns the count
+    walked (0 when messages are not searched)."""
+    if not (opts.messages and opts.backfill_limit):
+        return 0
+    done, state["indexed_to"] = await backfill(
+        s, chat_id, int(state.get("indexed_to") or 0), opts.backfill_limit,
+        chunk_chars=opts.chunk_chars, overlap=opts.chunk_overlap)
+    return done
 
 
 def _chunk_row(**fields: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from evacore.errors import Aborted
 from evacore.logs import get_logger
 from evacore.memory.blocks import ChatScopes, blocks_for_chat, render_block
-from evacore.memory.index import any_chunk, backfill, chat_keys
+from evacore.memory.index import any_chunk, catch_up, chat_keys
 from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
 from evacore.memory.ranking import Candidate, pack
 from evacore.memory.retrieve import Query, search
@@ -178,10 +178,7 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     await end_reads(tour)  # the search may wait on the embedder: the connection goes back
     async with core.session() as s:
         if opts.messages and opts.backfill_limit:
-            done, state["indexed_to"] = await backfill(
-                s, tour.chat_id, int(state.get("indexed_to") or 0), opts.backfill_limit,
-                chunk_chars=opts.chunk_chars, overlap=opts.chunk_overlap)
-            report["backfilled"] = done
+            report["backfilled"] = await catch_up(s, tour.chat_id, state, opts)
         found = await search(service, s, Query(
             keys=chat_keys(tour.chat_id, chat.get("character_id"), messages=opts.messages,
                            documents=opts.documents),

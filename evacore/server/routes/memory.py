@@ -219,14 +219,11 @@ async def search_memory(body: SearchIn, _: Master, core: CoreDep,
         raise NotFound(f"chat {body.chat_id} not found")
     instance = (await _service(core).options(session)).model_dump()
     opts, _warning = merge_lenient(instance, (chat.settings or {}).get("retrieval"))
-    if opts.messages and opts.backfill_limit:
-        # the messages no tour has needed indexed yet (every one was in its prompt) first
-        state = dict(chat.state or {})
-        retrieval = dict(state.get("retrieval") or {})
-        _, retrieval["indexed_to"] = await docs.backfill(
-            session, chat.id, int(retrieval.get("indexed_to") or 0), opts.backfill_limit,
-            chunk_chars=opts.chunk_chars, overlap=opts.chunk_overlap)
-        # the next backfill goes on from there (the chat's own update time is left alone)
+    # the messages no tour has needed indexed yet (every one was in its prompt) first
+    state = dict(chat.state or {})
+    retrieval = dict(state.get("retrieval") or {})
+    if await docs.catch_up(session, chat.id, retrieval, opts):
+        # the next one goes on from there (the chat's own update time is left alone)
         await session.execute(update(Chat).where(Chat.id == chat.id).values(
             state={**state, "retrieval": retrieval}, updated_at=Chat.updated_at))
     found = await search(_service(core), session, SearchQuery(
