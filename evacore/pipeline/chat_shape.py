@@ -161,7 +161,8 @@ def prompt_messages(elements: Iterable[Element], params: Mapping[str, Any]
         if key is not None and key == join_key and out and out[-1]["role"] == el.role:
             joined.append(_join_text(el))
             continue
-        flush()
+        if join_key is not None:
+            flush()
         out.append(el.to_message())
         if key is not None and isinstance(el.content, str):
             join_key = key

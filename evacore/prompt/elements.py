@@ -45,9 +45,10 @@ class Element:
     @property
     def text(self) -> str:
         """The text of the content (image parts left out)."""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.get("text", "") for p in self.content if p.get("type") == "text")
+        content = self.content
+        if type(content) is str or isinstance(content, str):
+            return content
+        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
 
     def to_message(self) -> dict[str, Any]:
         """The OpenAI-format message this element becomes in chat mode."""
@@ -103,7 +104,7 @@ def _snapshot(el: Element) -> dict[str, Any]:
     return {k: getattr(el, k) for k in _COMPARED}
 
 
-@dataclass
+@dataclass(slots=True)
 class PromptChange:
     op: str  # "add" | "remove" | "change" | "move"
     id: str
@@ -167,6 +168,16 @@ class Prompt:
         self._elements.append(self._unique(el))
         self._changes.append(PromptChange("add", el.id))
         return el
+
+    def extend(self, elements: Iterable[Element]) -> None:
+        """`append` each of `elements` in order (a history of hundreds: one call)."""
+        ids, mine, changes = self._ids, self._elements, self._changes
+        for el in elements:
+            if el.id in ids:
+                raise ValueError(f"duplicate prompt element id {el.id!r}")
+            ids.add(el.id)
+            mine.append(el)
+            changes.append(PromptChange("add", el.id))
 
     def insert(self, index: int, el: Element) -> Element:
         self._elements.insert(index, self._unique(el))

@@ -40,6 +40,8 @@ CHAT_PARAMS = frozenset({
 IMAGE_MARKER = "[image]"
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_PLAIN_ROLES = frozenset({"system", "developer", "user", "assistant"})
+"""Roles whose message of a text content and nothing else is sent as it is."""
 
 
 def _content(content: Any, vision: bool) -> Any:
@@ -85,6 +87,10 @@ def serialize_messages(messages: list[dict[str, Any]], vision: bool) -> list[dic
     out: list[dict[str, Any]] = []
     for m in messages:
         role = m.get("role")
+        content = m.get("content")
+        if type(content) is str and len(m) == 2 and role in _PLAIN_ROLES:
+            out.append({"role": role, "content": content})  # the usual message: as it is
+            continue
         if role not in _ROLES:
             raise InvalidInput(f"message role {role!r} is not one of {sorted(_ROLES)}")
         msg: dict[str, Any] = {"role": role, "content": _content(m.get("content"), vision)}

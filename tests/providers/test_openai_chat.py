@@ -232,3 +232,21 @@ async def test_r2_11_keep_alive_connection_is_reused_between_steps(
         assert text_of(await events_of(provider, chat_request()))
     await provider.complete(chat_request())
     assert openai_fake.server.connections_total == 1
+
+
+def test_r2_10_plain_messages_go_as_they_are_and_every_other_shape_is_checked() -> None:
+    from evacore.errors import InvalidInput
+    from evacore.providers.openai_chat import serialize_messages
+
+    plain = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert serialize_messages(plain, False) == plain
+    named = serialize_messages([{"role": "user", "content": "Hi", "name": "Ann Lee"}], False)
+    assert named == [{"role": "user", "content": "Hi", "name": "Ann_Lee"}]
+    tool = serialize_messages([{"role": "tool", "content": "42"}], False)
+    assert tool == [{"role": "tool", "content": "42", "tool_call_id": ""}]
+    try:
+        serialize_messages([{"role": "narrator", "content": "Once"}], False)
+    except InvalidInput as exc:
+        assert "narrator" in str(exc)
+    else:
+        raise AssertionError("an unknown role went out")

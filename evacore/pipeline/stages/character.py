@@ -205,7 +205,9 @@ class Character:
                         continue
                     m = replace(m, content="")
                 newest_first.append(m)
-                total += len(m.content) + sum(len(str(s)) for s in m.steps)
+                total += len(m.content)
+                if m.steps:
+                    total += sum(len(str(s)) for s in m.steps)
             if complete or total > budget_chars or not batch:
                 break
             async with core.session() as s:
@@ -221,16 +223,20 @@ class Character:
             ) or await self._content_of(core, tour, target)
         expand = tour.data["expand"]
         user_message_id = tour.data.get("user_message_id")
-        p = tour.prompt
         max_chars = core.settings.context.tool_result_max_chars
+        elements: list[Element] = []
         for m in reversed(newest_first):
+            if m.role != "user":
+                elements.extend(history_elements(m, max_chars=max_chars))
+                continue
             for el in history_elements(m, max_chars=max_chars):
-                if m.role == "user" and m.id == user_message_id:
+                if m.id == user_message_id:
                     el.kind, el.protected = "input", True
                     el.content = _with_text(el.content, tour.data["input_expanded"])
-                elif m.role == "user" and not m.resolved:
+                elif not m.resolved:
                     el.content = _with_text(el.content, expand(el.text))
-                p.append(el)
+                elements.append(el)
+        tour.prompt.extend(elements)
 
     async def _content_of(self, core: Core, tour: Tour, message_id: str) -> str:
         async with core.session() as s:

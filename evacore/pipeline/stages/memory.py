@@ -162,14 +162,18 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     exclude.update(i for i in (tour.data.get("user_message_id"),
                                tour.data.get("target_message_id")) if i)
     state = chat.setdefault("state", {}).setdefault("retrieval", {})
-    every_message_kept = bool(tour.data.get("history_reached_start")) and all(
-        el.source.removeprefix("history:") in exclude for el in messages if el.kind == "history")
+    history_keys = [el.source.removeprefix("history:") for el in messages
+                    if el.kind == "history"]
+    every_message_kept = bool(tour.data.get("history_reached_start")) and \
+        exclude.issuperset(history_keys)
     if every_message_kept:
         async with reads(core, tour) as s:
             documents = await _any_documents(s, tour, opts)
         if not documents:
             # Nothing has left the window and there is no document to search: no work to do.
-            kept = sum(1 for el in messages if el.source.removeprefix("history:") in exclude)
+            kept = len(history_keys) + sum(
+                1 for el in messages if el.kind != "history"
+                and el.source.removeprefix("history:") in exclude)
             report.update(skipped="every message is in the prompt and no document is in scope",
                           query="\n".join(reversed(texts)), budget=reserve, inserted=[], cut=[],
                           excluded_in_window=kept)
