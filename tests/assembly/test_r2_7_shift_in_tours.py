@@ -235,3 +235,26 @@ async def test_r2_7_text_mode_prompt_fits_the_budget(client: httpx.AsyncClient, 
         sizes.append(profile.count(prompt))
     assert max(sizes) <= 1024 - 128, sizes
     assert max(sizes) > (1024 - 128) * 0.6, sizes  # the history really fills the window
+
+
+async def test_r2_7_a_chat_longer_than_one_history_read_is_sent_whole(
+        client: httpx.AsyncClient, core: Core) -> None:
+    """260 stored messages (the first read takes the newest 200): the rest is read in the
+    same read session, and the prompt holds every message, oldest first, once."""
+    from evacore.pipeline.stages.macros import HISTORY_BATCH
+
+    rng = random.Random(11)
+    conn = await connection(client, context_size=200_000, max_tokens=64)
+    chat_id = await chat(client, conn)
+    count = HISTORY_BATCH + 60
+    await seed_history(core, chat_id, rng, count)
+    answer = await send(client, chat_id, "And now?")
+    diagnostics = (await tour(client, answer["tour_id"]))["diagnostics"]
+    history = [i for i in added_by(diagnostics, "character") if i.startswith("history:")]
+    stored = (await client.get(f"/v1/chats/{chat_id}/messages",
+                               params={"limit": 1000})).json()["messages"]
+    assert [f"history:{m['id']}" for m in stored[:count]] == history[:count]
+    assert len(history) == count + 1 and len(set(history)) == count + 1  # and the input
+    msgs = diagnostics["requests"][0]["body"]["messages"]
+    assert msgs[-1] == {"role": "user", "content": "And now?"}
+    assert sum(1 for m in msgs if m["role"] in ("user", "assistant")) == count + 1

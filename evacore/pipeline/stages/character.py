@@ -21,6 +21,7 @@ from evacore.pipeline.chat_shape import (
     setting,
     with_last_chat_message,
 )
+from evacore.pipeline.reads import reads
 from evacore.prompt.elements import Element
 from evacore.render.tool_results import DEFAULT_MAX_CHARS, prompt_result
 from evacore.store import chats as chat_store
@@ -210,7 +211,7 @@ class Character:
                     total += sum(len(str(s)) for s in m.steps)
             if complete or total > budget_chars or not batch:
                 break
-            async with core.session() as s:
+            async with reads(core, tour) as s:  # the read session stage 2 began
                 batch = await chat_store.history_newest_first(
                     s, tour.chat_id, before=batch[-1].position, limit=500
                 )
@@ -239,7 +240,7 @@ class Character:
         tour.prompt.extend(elements)
 
     async def _content_of(self, core: Core, tour: Tour, message_id: str) -> str:
-        async with core.session() as s:
+        async with reads(core, tour) as s:
             batch = await chat_store.history_newest_first(s, tour.chat_id, limit=1)
         return batch[0].content if batch and batch[0].id == message_id else ""
 
