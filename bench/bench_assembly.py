@@ -25,6 +25,7 @@ from evacore.domain.ids import new_id, utcnow
 from evacore.domain.roles import env_for_role
 from evacore.lore.model import Lorebook, LoreEntry
 from evacore.memory.index import backfill
+from evacore.pipeline.reads import end_reads
 from evacore.pipeline.runner import ASSEMBLE, run_stage
 from evacore.pipeline.tour import Tour
 from evacore.store import lorebooks as lore_repo
@@ -150,8 +151,11 @@ def _tour(chat_id: str, text: str) -> Tour:
 async def _assemble(core: Core, chat_id: str, text: str) -> tuple[float, Tour]:
     tour = _tour(chat_id, text)
     started = time.perf_counter()
-    for stage in ASSEMBLE:
-        await run_stage(core, tour, stage)
+    try:
+        for stage in ASSEMBLE:
+            await run_stage(core, tour, stage)
+    finally:
+        await end_reads(tour)  # the read session stages 2-5 share, ended as the runner does
     return (time.perf_counter() - started) * 1000, tour
 
 
