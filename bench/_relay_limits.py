@@ -183,8 +183,13 @@ def _first_token(rows: list[dict[str, Any]], ttft: float) -> str:
     if not (math.isfinite(first) and math.isfinite(stages)):
         return ""
     waited = _value(rows, "s2_tour_waited_ms_p50")
+    turns = _value(rows, "s2_tour_turn_waits")
+    behind = ("" if not math.isfinite(turns) else
+              "; none waited for its chat's earlier tour" if turns == 0 else
+              f"; {turns:.0f} of them waited for their chat's earlier tour, `s2_tour_turn_waits`")
     before = (f", its wait before stage 1 {waited:.1f} ms (`s2_tour_waited_ms_p50`: its task "
-              "starting behind the work already ready)" if math.isfinite(waited) else "")
+              f"starting behind the work already ready{behind})" if math.isfinite(waited)
+              else "")
     text = (f": the tours' own records say {first:.0f} ms p50 from a tour's start to its "
             f"first delta (`s2_tour_first_token_ms_p50`), of which its stages before "
             f"streaming took {stages:.1f} ms (`s2_tour_stages_ms_p50`){before}; roughly the "

@@ -136,7 +136,7 @@ class _Setup:
         from the upstream read (`fast_lane_deltas`) and the tokens answered; per tour, the
         time from its start to its first delta (`first_token_ms`), its wait before stage 1
         (`waited_ms`) and its stages' own time before the streaming stage (stages 1-11)."""
-        fast = tokens = 0
+        fast = tokens = turn_waits = 0
         first: list[float] = []
         stages: list[float] = []
         waited: list[float] = []
@@ -158,8 +158,9 @@ class _Setup:
                     stages.append(sum(float(timings.get(name, 0.0))
                                       for name in STAGES_BEFORE_STREAMING))
                     waited.append(float(diagnostics.get("waited_ms") or 0.0))
+                    turn_waits += "turn_wait_ms" in diagnostics
         return {"fast": fast, "tokens": tokens, "first_token_ms": first, "stages_ms": stages,
-                "waited_ms": waited}
+                "waited_ms": waited, "turn_waits": turn_waits}
 
     def warm_facade(self, chat_id: str, model: str, tours: int = WARM_TOURS) -> None:
         for i in range(tours):
@@ -490,6 +491,10 @@ def _tour_record_rows(scenario: Scenario, records: dict[str, Any],
                  "the same tours: from a tour's start to its stage 1 (`waited_ms`: its task "
                  "waiting for a pass of the loop behind the work already ready, and for the "
                  "chat's earlier tour)"),
+            _row(f"{s}_tour_turn_waits", records["turn_waits"], "tours",
+                 f"of those {len(first)} tours, the ones that waited for their chat's earlier "
+                 "tour to end (`turn_wait_ms` in their diagnostics); the rest of `waited_ms` is "
+                 "the loop"),
             _row(f"{s}_tour_stages_ms_p50", round(statistics.median(stages), 2), "ms",
                  "the same tours: their stages' own time before the streaming stage (stages "
                  "1-11, the sum of their timings); the rest of `first_token_ms` is waiting "

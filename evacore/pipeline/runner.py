@@ -50,6 +50,9 @@ STAGES: tuple[Stage, ...] = ASSEMBLE + STEP + FINISH
 READERS = 5
 """Stages 2 to 5 (up to memory) read through the tour's shared read session (reads.py): it
 is ended after them, before the stages that may wait on plugins."""
+TURN_WAIT_SHOWN = 0.0001
+"""A wait for the chat's turn this long or longer is in the tour's diagnostics
+(`turn_wait_ms`): its chat's earlier tour was still running when it came."""
 
 
 async def run_tour(core: Core, tour: Tour,
@@ -70,7 +73,11 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
         started = False
         try:
             if turn is not None:
+                queued = time.perf_counter()
                 await held.enter_async_context(turn)  # a cancel here: aborted, nothing stored
+                behind = time.perf_counter() - queued
+                if behind >= TURN_WAIT_SHOWN:  # the chat's earlier tour was still running
+                    tour.diagnostics["turn_wait_ms"] = round(behind * 1000, 3)
             # from the request to stage 1: the tour's task starting, the chat's turn
             tour.diagnostics["waited_ms"] = round((time.perf_counter() - tour.started) * 1000, 3)
             await run_stage(core, tour, ASSEMBLE[0])

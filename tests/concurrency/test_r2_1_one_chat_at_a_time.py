@@ -80,3 +80,26 @@ async def test_r2_1_an_aborted_waiting_tour_stores_nothing(client: httpx.AsyncCl
     await asyncio.sleep(0.3)
     texts = [shown(m) for m in await messages(client, chat)]
     assert "never stored" not in texts and texts[0] == "slow one"
+
+
+async def test_r2_15_a_tour_behind_its_chats_earlier_one_says_how_long_it_waited(
+    client: httpx.AsyncClient
+) -> None:
+    chat = await mock_chat(client, [{"match": "slow", "delay": 0.4}, {"delay": 0}])
+    first = asyncio.ensure_future(client.post(
+        f"/v1/chats/{chat}/generate", json={"message": {"content": "slow one"},
+                                            "stream": False}))
+    await asyncio.sleep(0.1)
+    second = await client.post(f"/v1/chats/{chat}/generate",
+                               json={"message": {"content": "quick one"}, "stream": False})
+    early = await first
+    assert early.status_code == second.status_code == 200, (early.text, second.text)
+
+    async def diagnostics(answer: httpx.Response) -> dict[str, Any]:
+        r = await client.get(f"/v1/tours/{answer.json()['tour_id']}")
+        return dict(r.json()["diagnostics"])
+
+    behind, alone = await diagnostics(second), await diagnostics(early)
+    assert behind["turn_wait_ms"] >= 150, behind.get("turn_wait_ms")  # the slow tour's rest
+    assert behind["waited_ms"] >= behind["turn_wait_ms"]
+    assert "turn_wait_ms" not in alone
