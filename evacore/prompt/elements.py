@@ -45,10 +45,9 @@ class Element:
     @property
     def text(self) -> str:
         """The text of the content (image parts left out)."""
-        content = self.content
-        if type(content) is str or isinstance(content, str):
-            return content
-        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.get("text", "") for p in self.content if p.get("type") == "text")
 
     def to_message(self) -> dict[str, Any]:
         """The OpenAI-format message this element becomes in chat mode."""
@@ -165,8 +164,7 @@ class Prompt:
         return el
 
     def append(self, el: Element) -> Element:
-        self._elements.append(self._unique(el))
-        self._changes.append(PromptChange("add", el.id))
+        self.extend((el,))
         return el
 
     def extend(self, elements: Iterable[Element]) -> None:

@@ -93,7 +93,7 @@ def serialize_messages(messages: list[dict[str, Any]], vision: bool) -> list[dic
             continue
         if role not in _ROLES:
             raise InvalidInput(f"message role {role!r} is not one of {sorted(_ROLES)}")
-        msg: dict[str, Any] = {"role": role, "content": _content(m.get("content"), vision)}
+        msg: dict[str, Any] = {"role": role, "content": _content(content, vision)}
         name = m.get("name")
         if name and role != "tool":
             clean = _NAME_BAD.sub("_", str(name))[:64]

@@ -171,9 +171,7 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
             documents = await _any_documents(s, tour, opts)
         if not documents:
             # Nothing has left the window and there is no document to search: no work to do.
-            kept = len(history_keys) + sum(
-                1 for el in messages if el.kind != "history"
-                and el.source.removeprefix("history:") in exclude)
+            kept = sum(1 for el in messages if el.source.removeprefix("history:") in exclude)
             report.update(skipped="every message is in the prompt and no document is in scope",
                           query="\n".join(reversed(texts)), budget=reserve, inserted=[], cut=[],
                           excluded_in_window=kept)
@@ -181,8 +179,7 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
             return
     await end_reads(tour)  # the search may wait on the embedder: the connection goes back
     async with core.session() as s:
-        if opts.messages and opts.backfill_limit:
-            report["backfilled"] = await catch_up(s, tour.chat_id, state, opts)
+        report["backfilled"] = await catch_up(s, tour.chat_id, state, opts)
         found = await search(service, s, Query(
             keys=chat_keys(tour.chat_id, chat.get("character_id"), messages=opts.messages,
                            documents=opts.documents),
