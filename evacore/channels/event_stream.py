@@ -11,12 +11,27 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import aclosing
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 
 from evacore.eager import Resumed, run_until_wait
 from evacore.pipeline.events import Batch, EventSink
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class TextFrame:
+    """A channel's frame of one delta's text alone: `start`, the text as a JSON string,
+    `end`. `start` is None while the channel cannot frame a text alone (the facade, before
+    its first chunk went out); `sent`, when not None, is the channel's list of the texts its
+    client was sent, and a text written in this frame is added to it."""
+
+    __slots__ = ("end", "sent", "start")
+
+    def __init__(self, start: bytes | None, end: bytes, sent: list[str] | None = None) -> None:
+        self.start = start
+        self.end = end
+        self.sent = sent
 
 
 class EventStream(Response):
@@ -26,9 +41,9 @@ class EventStream(Response):
 
     With `write_through` (the tour's sink and the channel's framing of a batch), a token
     that comes alone is written from the tour's own task (`EventSink.relay`), or from the
-    network read that brought it (`EventSink.write_now`, the fast lane). `frame_text`, the
-    channel's frame of one delta's text (None while it cannot frame one alone), lets that
-    read write the token with nothing made on the way (`EventSink.write_text_now`).
+    network read that brought it (`EventSink.write_now`, the fast lane). `text_frame`, the
+    channel's frame of one delta's text alone, lets that read write the token with nothing
+    made on the way (`EventSink.text_lane`).
 
     With `head_with_first_chunk`, the response's head goes out with its first chunk,
     whoever writes it (the frames, the tour's task or the network read), so a channel can
@@ -46,10 +61,10 @@ class EventStream(Response):
                  media_type: str = "text/event-stream",
                  write_through: tuple[EventSink, Callable[[Batch], bytes]] | None = None,
                  head_with_first_chunk: bool = False,
-                 frame_text: Callable[[str], bytes | None] | None = None) -> None:
+                 text_frame: TextFrame | None = None) -> None:
         self.frames, self.on_gone, self.on_end = frames, on_gone, on_end
         self.write_through = write_through
-        self.frame_text = frame_text
+        self.text_frame = text_frame
         self.head_with_first_chunk = head_with_first_chunk
         self.status_code = 200
         self.media_type = media_type
@@ -90,8 +105,8 @@ class EventStream(Response):
                         return None
                     return _start(body(chunk), self.on_gone)
 
-                text = (direct_text_writer(send, self.frame_text, watcher)
-                        if direct and self.frame_text is not None else None)
+                text = (direct_text_writer(send, self.text_frame, watcher)
+                        if direct and self.text_frame is not None else None)
                 sink.write_through(write, now, text)
             async with aclosing(self.frames) as frames:
                 async for chunk in frames:
@@ -132,40 +147,61 @@ def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
     it the ordinary way (which waits for the buffer to drain). None for any other server.
 
     A relayed token is one such chunk: this spares it the `send` coroutine and its checks."""
-    return _direct_writer(send, None, None)
+    found = _cycle(send)
+    if found is None:
+        return None
+    cycle, flow, transport = found
+
+    def write(chunk: bytes) -> bool:
+        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
+                or not cycle.response_started or cycle.response_complete):
+            return False
+        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+        return True
+
+    return write
 
 
-def direct_text_writer(send: Any, frame_text: Callable[[str], bytes | None],
-                       watcher: asyncio.Future[None]) -> Callable[[str], bool] | None:
+def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None]
+                       ) -> Callable[[str], bool] | None:
     """`direct_body_writer` and the channel's frame of one delta's text in one step: writes
-    the text's frame when the connection takes it at once, the stream's watcher has not
-    seen the client go and the channel frames the text alone (False, with nothing framed,
-    otherwise). A relayed token's whole way to the socket."""
-    return _direct_writer(send, frame_text, watcher)
+    the text in `frame` as one chunk when the connection takes it at once, the stream's
+    watcher has not seen the client go and the channel frames a text alone (False, with
+    nothing made, otherwise). A relayed token's whole way to the socket: its JSON, its
+    frame and the chunk's head made in one step, written in one call."""
+    found = _cycle(send)
+    if found is None:
+        return None
+    cycle, flow, transport = found
+    dumps = orjson.dumps
+
+    def write(text: str) -> bool:
+        start = frame.start
+        if (start is None or not text or flow.write_paused or cycle.disconnected
+                or not cycle.chunked_encoding or not cycle.response_started
+                or cycle.response_complete or watcher.done()):
+            return False
+        body, end = dumps(text), frame.end
+        transport.write(b"%x\r\n%b%b%b\r\n" % (len(start) + len(body) + len(end), start,
+                                                 body, end))
+        sent = frame.sent
+        if sent is not None:
+            sent.append(text)
+        return True
+
+    return write
 
 
-def _direct_writer(send: Any, frame: Callable[[Any], bytes | None] | None,
-                   watcher: asyncio.Future[None] | None) -> Callable[[Any], bool] | None:
+def _cycle(send: Any) -> tuple[Any, Any, Any] | None:
+    """(uvicorn's request-response cycle, its flow control, its transport) behind `send`,
+    when `send` is the httptools server's for a response with a body; else None."""
     cycle = getattr(send, "__self__", None)
     if type(cycle).__module__ != "uvicorn.protocols.http.httptools_impl" or not all(
             hasattr(cycle, name) for name in (
                 "flow", "transport", "chunked_encoding", "disconnected", "response_started",
                 "response_complete", "scope")) or cycle.scope.get("method") == "HEAD":
         return None
-    flow, transport = cycle.flow, cycle.transport
-
-    def write(item: Any) -> bool:
-        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
-                or not cycle.response_started or cycle.response_complete
-                or (watcher is not None and watcher.done())):
-            return False
-        chunk = item if frame is None else frame(item)
-        if chunk is None:
-            return False
-        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
-        return True
-
-    return write
+    return cycle, cycle.flow, cycle.transport
 
 
 def _start(coro: Coroutine[Any, Any, None], on_error: Callable[[], None]

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 _END = object()
 Batch = list[tuple[str, dict[str, Any]]]
@@ -25,6 +25,12 @@ future of a write the transport made wait (its flow control), which finishes in 
 TextWriter = Callable[[str], bool]
 """Writes one delta's text at once, from any callback, when its connection takes it
 without waiting; False (nothing done, nothing framed) otherwise."""
+
+
+class Stopped(Protocol):
+    """What says a producer stopped (the tour's abort signal): `fired`, read without a call."""
+
+    fired: bool
 DEFAULT_MAX_BYTES = 1024 * 1024
 """Queued event bytes (text lengths, roughly) past which the producer waits for the reader."""
 _EVENT_COST = 64
@@ -65,6 +71,8 @@ class EventSink:
         self._writer: Writer | None = None
         self._now: NowWriter | None = None
         self._text: TextWriter | None = None
+        self.lane_texts = 0
+        """Texts written through `text_lane`, all readers and steps together."""
         self._pending: asyncio.Future[None] | None = None
         """A write of `write_now` that its transport made wait."""
         self._writing = False
@@ -77,21 +85,29 @@ class EventSink:
         here (None takes it back): `relay` then hands a delta to it in the producer's own
         task, with no wake-up of the channel's task, whenever nothing waits in the queue.
         `now` also writes a batch without a task (`write_now`, the fast lane); `text`, one
-        delta's text with no event made for it (`write_text_now`)."""
+        delta's text with no event made for it (`text_lane`)."""
         self._writer = writer
         self._now = now
         self._text = text
 
-    def write_text_now(self, text: str) -> bool:
-        """Write one delta's text at once, from any callback, when nothing is queued or
-        being written and the channel's connection takes it without waiting: the relayed
-        token's shortest way (no event tuple, no batch). False (nothing done) otherwise:
-        the caller then goes the way of `write_now`."""
-        write = self._text
-        if (write is None or self._writing or self._items or self.closed
-                or self.history is not None):
-            return False
-        return write(text)
+    def text_lane(self, parts: list[str], stopped: Stopped) -> Callable[[str], bool]:
+        """One delta's text written at once, from any callback, when nothing is queued or
+        being written, `stopped.fired` is not set, no history is recorded and the channel's
+        connection takes it without waiting; the text is then added to `parts` (the answer
+        so far) and counted in `lane_texts`. False (nothing done) otherwise: the caller
+        then goes the way of `write_now` or `queue_now`. A relayed token's shortest way: no
+        event tuple, no batch, one call from the network read to the channel's writer."""
+
+        def take_text(text: str) -> bool:
+            write = self._text
+            if (write is None or stopped.fired or self._writing or self._items or self.closed
+                    or self.history is not None or not write(text)):
+                return False
+            parts.append(text)
+            self.lane_texts += 1
+            return True
+
+        return take_text
 
     def write_now(self, batch: Batch) -> bool:
         """Write `batch` at once, from any callback, when a channel offered a writer for it

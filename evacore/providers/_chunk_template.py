@@ -12,10 +12,10 @@ text, so the two ends hold nothing the parse refuses and the slot between is the
 parse returns; a chunk uses it only when the slot holds one JSON string and nothing else, so
 its JSON differs from the probe's in that string alone. Anything else takes the whole parse.
 
-`chunk_text` reads a whole network chunk the same way before it is even decoded, when the
-chunk is one `data: ` event of the template and nothing else (the usual paced token): the
-SSE framing around the template is fixed too, so the chunk is its bytes around one JSON
-string.
+The fast lane (`_fast_lane.py`) reads a whole network chunk the same way before it is even
+decoded, when the chunk is one `data: ` event of the template and nothing else (the usual
+paced token): the SSE framing around the template is fixed too, so the chunk is its bytes
+around one JSON string, `Template.start` and `Template.end`.
 """
 
 from __future__ import annotations
@@ -70,26 +70,6 @@ def templated(parse: Parse) -> Parse:
         return text
 
     return text_of
-
-
-def chunk_text(body: bytes, lane: FastLane) -> str | None:
-    """The text of a network chunk that is exactly one `data: ` event of the lane's
-    template, read as the whole parse would read it; None when it is not such a chunk (the
-    caller reads it the usual way). Only the JSON string between the template's ends is
-    parsed: the ends hold no line break or carriage return (the lane refuses events with
-    them), and a JSON string holds none unescaped, so the chunk is that one event."""
-    t = lane.state
-    if type(t) is not Template or not t.start or t.model != lane.model:
-        return None
-    start, end = t.start, t.end
-    if (len(body) <= len(start) + len(end) or body[len(start)] != 34  # '"'
-            or not body.startswith(start) or not body.endswith(end)):
-        return None
-    try:
-        text = orjson.loads(body[len(start):len(body) - len(end)])
-    except orjson.JSONDecodeError:
-        return None
-    return text if type(text) is str and text else None
 
 
 def _learn(data: str, lane: FastLane, text: str, parse: Parse) -> None:

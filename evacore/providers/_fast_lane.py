@@ -17,11 +17,25 @@ consumer can take a text (its tap does), or raise: a refusal is always the safe 
 from __future__ import annotations
 
 import codecs
+import time
 from collections.abc import Callable
+from typing import Protocol
 
-from evacore.providers._chunk_template import chunk_text
+import orjson
+
+from evacore.providers._chunk_template import Template
 from evacore.providers._sse import SSEDecoder
 from evacore.providers.base import TextTap
+
+
+class TokenClock(Protocol):
+    """The request's clock, which a token the lane took moves (`Deadlines`): plain
+    attributes, set without a call."""
+
+    first_token_seen: bool
+    token_at: float
+    """`time.monotonic()` when the lane last took a token (0.0: none yet)."""
+
 
 FastText = Callable[[str, "FastLane"], "str | None"]
 """The text of one SSE `data:` payload that is a plain text delta and nothing else (for
@@ -31,14 +45,14 @@ when none was seen yet), else None."""
 
 class FastLane:
     """One streamed attempt's fast lane: the consumer's tap, the adapter's parse, and the
-    deadline clock each taken token moves (`token`)."""
+    request's clock each taken token moves (`clock`)."""
 
-    __slots__ = ("closed", "fast_text", "model", "state", "tap", "token")
+    __slots__ = ("clock", "closed", "fast_text", "model", "state", "tap")
 
-    def __init__(self, tap: TextTap, fast_text: FastText, token: Callable[[], None]) -> None:
+    def __init__(self, tap: TextTap, fast_text: FastText, clock: TokenClock) -> None:
         self.tap = tap
         self.fast_text = fast_text
-        self.token = token
+        self.clock = clock
         self.closed = False
         self.model: str | None = None
         """The model name the ordinary path saw last (or the stream's first, taken here before
@@ -54,13 +68,34 @@ class FastLane:
                ) -> Callable[[bytes], bool]:
         """The body tap of a connection whose chunks `decoder` (after `utf8`) decodes."""
 
-        tap = self.tap
+        tap, clock = self.tap, self.clock
+        loads, JSONDecodeError, monotonic = orjson.loads, orjson.JSONDecodeError, time.monotonic
 
         def take(body: bytes) -> bool:
-            if tap.take is None or self.closed or not decoder.idle() or utf8.buffer:
+            # `decoder.idle()`, read without a call: nothing held between events
+            if (tap.take is None or self.closed or utf8.buffer or decoder._buf
+                    or decoder._data or decoder._event):
                 return False
             try:
-                piece = chunk_text(body, self)  # one event of the shape the parse learned
+                # the usual paced token: a chunk that is one `data: ` event of the template
+                # the parse learned, its bytes around one JSON string (`_chunk_template.py`).
+                # The template's ends hold no line break or carriage return (the lane
+                # refuses events with them) and a JSON string holds none unescaped, so the
+                # chunk is that one event; only the string is parsed, as the whole parse
+                # would read it
+                piece = None
+                t = self.state
+                if type(t) is Template and t.model == self.model:
+                    start, end = t.start, t.end
+                    if (start and len(body) > len(start) + len(end)
+                            and body[len(start)] == 34  # '"'
+                            and body.startswith(start) and body.endswith(end)):
+                        try:
+                            piece = loads(body[len(start):len(body) - len(end)])
+                        except JSONDecodeError:
+                            piece = None
+                        if type(piece) is not str or not piece:
+                            piece = None
                 if piece is None:
                     texts = self._texts(body)
                     if texts is None:
@@ -68,15 +103,16 @@ class FastLane:
                     if len(texts) == 1:
                         piece = texts[0]
                 if piece is not None:
-                    give_one = tap.take_text
-                    taken = give_one(piece) if give_one is not None else tap.take([piece])
+                    give = tap.take_text
+                    taken = (give is not None and give(piece)) or tap.take([piece])
                 else:
                     taken = tap.take(texts)
             except Exception:  # noqa: BLE001 - a tap that fails refuses; the ordinary path goes on
                 self.closed = True
                 return False
-            if taken:
-                self.token()
+            if taken:  # the answer has begun; the idle deadline runs from now
+                clock.first_token_seen = True
+                clock.token_at = monotonic()
             return taken
 
         return take

@@ -105,7 +105,7 @@ class HTTPProvider:
         conn = self.connection
         headers = self.headers(request, stream=True)
         # `stream` passes a tap only to an adapter with a `fast_text`
-        lane = FastLane(tap, self.fast_text, dl.token_read) if tap and self.fast_text else None
+        lane = FastLane(tap, self.fast_text, dl) if tap and self.fast_text else None
         async with (
             open_stream(self._streams, wire, headers, dl, conn,
                         self.endpoint(stream=True)) as response,

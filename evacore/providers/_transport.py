@@ -63,9 +63,14 @@ class Deadlines:
         self._task: asyncio.Task[Any] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        self._armed_at = 0.0
+        self.token_at = 0.0
+        """When the fast lane last took a token (`time.monotonic()`; 0.0: never): the guard
+        armed before it runs to the idle deadline from it instead, as a new read's would."""
 
     def arm(self, until: float, which: str, task: asyncio.Task[Any] | None = None) -> None:
         self._guard_until, self._guard_which = until, which
+        self._armed_at = time.monotonic()
         self._task = task or asyncio.current_task()
         if self._timer is None or self._timer_at > until:
             if self._timer is not None:
@@ -82,30 +87,24 @@ class Deadlines:
 
     def _fire(self) -> None:
         self._timer = None
-        until = self._guard_until
+        until, which = self._guard_until, self._guard_which
         if until == math.inf or self._task is None:
             return
+        if self.token_at > self._armed_at:  # the lane took a token while the read waited
+            until = self.token_at + self.timeouts.idle
+            which = "idle"
+            if self._total_at <= until:
+                until, which = self._total_at, "total"
         if time.monotonic() < until:
             self._schedule(until)
             return
-        self.expired = self._guard_which
+        self.expired = which
         self._task.cancel()
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def token_read(self) -> None:
-        """A token was read while the guard is armed for the read in flight (the fast
-        lane): the guard moves on to the idle deadline from now, as a new read would, and
-        the answer has begun (it is not retried from here on)."""
-        self.first_token_seen = True
-        now = time.monotonic()
-        if self._total_at <= now + self.timeouts.idle:
-            self._guard_until, self._guard_which = self._total_at, "total"
-        else:
-            self._guard_until, self._guard_which = now + self.timeouts.idle, "idle"
 
     def start_attempt(self) -> None:
         self._first_at = time.monotonic() + self.timeouts.first_token

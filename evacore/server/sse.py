@@ -9,13 +9,14 @@ from typing import Any
 
 import orjson
 
-_DELTA_START = b'event: delta\ndata: {"text":'
-_DELTA_END = b"}\n\n"
+DELTA_START = b'event: delta\ndata: {"text":'
+DELTA_END = b"}\n\n"
+"""A `delta` event with only a text in it (a relayed token) is its JSON between these."""
 
 
 def delta_frame(text: str) -> bytes:
     """The frame of a `delta` event with only `text` in it (a relayed token)."""
-    return _DELTA_START + orjson.dumps(text) + _DELTA_END
+    return DELTA_START + orjson.dumps(text) + DELTA_END
 
 
 def sse_frame(name: str, data: dict[str, Any]) -> bytes:

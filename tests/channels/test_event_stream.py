@@ -11,10 +11,11 @@ import asyncio
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import uvicorn
 
-from evacore.channels.event_stream import direct_body_writer, direct_text_writer
+from evacore.channels.event_stream import TextFrame, direct_body_writer, direct_text_writer
 from tests.helpers import free_port
 
 CHUNKS = [f"data: token {i}\n\n".encode() for i in range(200)]
@@ -49,16 +50,11 @@ TEXTS = ["plain", 'a "quote"', "line\nbreak", "üñí ✓ 🙂", "back\\slash"]
 
 
 async def _texts(send: Any) -> None:
-    """Each text framed by the channel's frame and written by `direct_text_writer`; a
-    frame that refuses (None) leaves the text unwritten and unframed."""
-    framed: list[str] = []
-
-    def frame(text: str) -> bytes | None:
-        if text == "refused":
-            return None
-        framed.append(text)
-        return b"data: " + text.encode().replace(b"\n", b"\\n") + b"\n\n"
-
+    """Each text written by `direct_text_writer` in the channel's frame (its JSON between
+    the frame's ends) and added to the frame's list of sent texts; a frame that cannot
+    frame a text alone (no start) leaves it unwritten and unsent."""
+    sent: list[str] = []
+    frame = TextFrame(b"data: ", b"\n\n", sent)
     watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     write = direct_text_writer(send, frame, watcher)
     assert write is not None
@@ -67,10 +63,13 @@ async def _texts(send: Any) -> None:
                 "headers": [(b"content-type", b"text/event-stream")]})
     for text in TEXTS:
         assert write(text)
+    assert not write("")  # an empty text is no delta
+    frame.start = None
     assert not write("refused")
+    frame.start = b"data: "
     watcher.set_result(None)  # the client went away (as the stream's watcher sees it)
     assert not write("after the client left")
-    assert framed == TEXTS
+    assert sent == TEXTS
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -120,5 +119,5 @@ async def test_texts_written_directly_are_framed_by_the_channel_in_order(base_ur
     async with httpx.AsyncClient(base_url=base_url) as client:
         r = await client.post("/texts", content=b"{}")
     assert r.status_code == 200
-    assert r.content == b"".join(b"data: " + t.encode().replace(b"\n", b"\\n") + b"\n\n"
-                                 for t in TEXTS)
+    assert r.content == b"".join(b"data: " + orjson.dumps(t) + b"\n\n" for t in TEXTS)
+    assert [orjson.loads(line[6:]) for line in r.text.split("\n\n")[:-1]] == TEXTS

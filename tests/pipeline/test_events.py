@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -181,23 +182,30 @@ async def test_r12_4_the_fast_lane_never_queues_past_the_bound_nor_for_nobody() 
 
 
 async def test_r12_4_one_text_goes_straight_to_the_channel_only_when_nothing_is_before_it() -> None:
-    """`write_text_now` hands one delta's text to the channel's text writer when nothing is
-    queued or being written; otherwise it refuses with nothing done (the caller goes the
-    batch way, which keeps the order), and so does a sink that records its events."""
+    """`text_lane` hands one delta's text to the channel's text writer when nothing is
+    queued or being written and the producer has not stopped, and keeps it in the answer's
+    parts; otherwise it refuses with nothing done (the caller goes the batch way, which
+    keeps the order), and so does a sink that records its events."""
     sink = EventSink()
     texts: list[str] = []
-    assert not sink.write_text_now("a")  # no channel offered a text writer
+    parts: list[str] = []
+    stop = SimpleNamespace(fired=False)
+    lane = sink.text_lane(parts, stop)
+    assert not lane("a")  # no channel offered a text writer
     sink.write_through(None, lambda batch: None, lambda text: bool(texts.append(text)) or True)
     reader, waiting = await _reading(sink)
-    assert sink.write_text_now("a") and texts == ["a"]
+    assert lane("a") and texts == ["a"] and parts == ["a"] and sink.lane_texts == 1
     sink.emit("delta", {"text": "b"})  # queued for the reader, not yet taken
-    assert not sink.write_text_now("c") and texts == ["a"]
+    assert not lane("c") and texts == ["a"] and parts == ["a"]
     assert await waiting == [("delta", {"text": "b"})]
+    stop.fired = True  # the tour was aborted: nothing more goes out this way
+    assert not lane("s") and texts == ["a"]
+    stop.fired = False
     sink.write_through(None, lambda batch: None, lambda text: False)  # the connection is busy
-    assert not sink.write_text_now("d")
+    assert not lane("d") and parts == ["a"] and sink.lane_texts == 1
     recording = EventSink()
     recording.record()
     recording.write_through(None, lambda batch: None, lambda text: bool(texts.append(text)) or True)
-    assert not recording.write_text_now("e") and texts == ["a"]
+    assert not recording.text_lane(parts, stop)("e") and texts == ["a"]
     sink.close()
     await reader.aclose()

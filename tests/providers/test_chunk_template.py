@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 from evacore.providers import _openai_wire as wire
 from evacore.providers._chunk_template import LEARN_TRIES, Template, templated
 from evacore.providers._fast_lane import FastLane
+from evacore.providers._transport import Deadlines
+from evacore.providers.base import Timeouts
 
 
 def _lane(model: str | None = "m1") -> FastLane:
-    lane = FastLane(tap=None, fast_text=wire.fast_chat_text, token=lambda: None)  # type: ignore[arg-type]
+    lane = FastLane(tap=None, fast_text=wire.fast_chat_text, clock=Deadlines(Timeouts()))  # type: ignore[arg-type]
     lane.model = model
     return lane
 
@@ -110,7 +112,7 @@ class _Reader:
             self.events += 1
             return parse(data, lane)
 
-        self.lane = FastLane(tap, fast_text, token=lambda: None)
+        self.lane = FastLane(tap, fast_text, Deadlines(Timeouts()))
         self.lane.model = "m1"
         self.read = self.lane.reader(SSEDecoder(), codecs.getincrementaldecoder("utf-8")())
 

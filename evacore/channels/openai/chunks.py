@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from evacore.channels.event_stream import TextFrame
+
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
 DONE = b"data: [DONE]\n\n"
 
@@ -56,6 +58,9 @@ class ChunkWriter:
         self._text_start = (b"data: " + orjson.dumps(head)[:-1]
                             + b',"choices":[{"index":0,"delta":{"content":')
         self._text_end = b'},"logprobs":null,"finish_reason":null}]' + tail + b"\n\n"
+        self.text_frame = TextFrame(None, self._text_end, self.text)
+        """A text's chunk alone, for the network read to write (`EventStream`): it can
+        once the stream has begun (its first chunk goes out through `events`)."""
 
     def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
         body = {**self._head, "choices": choices, **extra}
@@ -70,17 +75,13 @@ class ChunkWriter:
     def _start(self, out: list[bytes]) -> None:
         if not self.started:
             self.started = True
+            self.text_frame.start = self._text_start
             out.append(self._delta({"role": "assistant", "content": "", "refusal": None}))
 
     def _text_chunk(self, text: str) -> bytes:
         """A text delta's chunk (the template around the text), the text kept as sent."""
         self.text.append(text)
         return self._text_start + orjson.dumps(text) + self._text_end
-
-    def text_alone(self, text: str) -> bytes | None:
-        """The chunk of one delta's text once the stream has begun (None before: its first
-        chunk goes out through `events`, which starts it)."""
-        return self._text_chunk(text) if self.started and text else None
 
     def events(self, batch: list[tuple[str, dict[str, Any]]]) -> bytes:
         """The chunks of a batch of tour events (empty when nothing in it is for the client)."""

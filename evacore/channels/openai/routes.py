@@ -276,7 +276,7 @@ class Answer:
                            on_gone=lambda: self.running.abort("client disconnected"),
                            on_end=self._ended,
                            write_through=(self.running.tour.events, self.writer.events),
-                           head_with_first_chunk=True, frame_text=self.writer.text_alone)
+                           head_with_first_chunk=True, text_frame=self.writer.text_frame)
 
     def _ended(self) -> None:
         """However the stream ends (finished, client gone, the server cancelled it), a tour

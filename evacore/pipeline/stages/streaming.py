@@ -90,24 +90,28 @@ class Streaming:
                 first_from_read()
             return True
 
-        write_text = sink.write_text_now
+        lane_before = sink.lane_texts
+        lane_text = sink.text_lane(parts, abort)  # one text written at once, or refused
 
-        def take_text(text: str) -> bool:
-            """`take` for one text, written with no event made for it when the channel's
-            connection takes it at once (else the way of `take`)."""
-            nonlocal taken
-            if abort.fired or not write_text(text):
-                return take([text])
-            parts.append(text)
-            taken += 1
+        def first_text(text: str) -> bool:
+            """`lane_text` for the answer's first text, which it also times; the next
+            texts take `lane_text` itself."""
+            if not lane_text(text):
+                return False
             if first:
                 first_from_read()
+            if tap is not None and tap.take_text is not None:
+                tap.take_text = lane_text
             return True
+
+        def arm(tap: TextTap) -> None:
+            tap.take = take
+            tap.take_text = first_text if first else lane_text
 
         if tap is not None and not prefix and not seam:
             # nothing goes in front of the first text: it may take the lane too, which
             # spares the tour's task a wake-up before the client's first token
-            tap.take, tap.take_text = take, take_text
+            arm(tap)
 
         try:
             async with contextlib.aclosing(events):
@@ -143,8 +147,7 @@ class Streaming:
                             if first:
                                 first_out(now)
                             if written and tap is not None and tap.take is None:
-                                # the next plain texts may skip this task
-                                tap.take, tap.take_text = take, take_text
+                                arm(tap)  # the next plain texts may skip this task
                     elif isinstance(event, ToolCall):
                         call = {"id": event.id, "name": event.name, "arguments": event.arguments}
                         step.tool_calls.append(call)
@@ -165,6 +168,7 @@ class Streaming:
         finally:
             if tap is not None:
                 tap.take = tap.take_text = None
+            taken += sink.lane_texts - lane_before
             if taken:  # deltas that went out from the network read (diagnostics)
                 tour.diagnostics["fast_lane_deltas"] = (
                     tour.diagnostics.get("fast_lane_deltas", 0) + taken)

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.types import Receive
 
-from evacore.channels.event_stream import EventStream
+from evacore.channels.event_stream import EventStream, TextFrame
 from evacore.core import Core
 from evacore.domain.connection_params import RequestParamsField
 from evacore.domain.images import Images
@@ -31,7 +31,7 @@ from evacore.pipeline.tour import Tour
 from evacore.server.auth import AnyUser, Identity
 from evacore.server.deps import CoreDep
 from evacore.server.errors import error_response
-from evacore.server.sse import delta_frame, sse_frame
+from evacore.server.sse import DELTA_END, DELTA_START, sse_frame
 
 router = APIRouter(tags=["generate"])
 
@@ -157,7 +157,8 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
     return EventStream(_stream(first, events), {"X-Tour-Id": running.id},
                        on_gone=lambda: running.abort("client disconnected"),
                        on_end=lambda: running.abort("client disconnected"),
-                       write_through=(tour.events, _frames), frame_text=delta_frame)
+                       write_through=(tour.events, _frames),
+                       text_frame=TextFrame(DELTA_START, DELTA_END))
 
 
 async def _client_gone(receive: Receive) -> None:
