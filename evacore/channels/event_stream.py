@@ -23,15 +23,31 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 class TextFrame:
     """A channel's frame of one delta's text alone: `start`, the text as a JSON string,
     `end`. `start` is None while the channel cannot frame a text alone (the facade, before
-    its first chunk went out); `sent`, when not None, is the channel's list of the texts its
-    client was sent, and a text written in this frame is added to it."""
+    its first chunk went out: `open` sets it then); `sent`, when not None, is the channel's
+    list of the texts its client was sent, and a text written in this frame is added to it."""
 
-    __slots__ = ("end", "sent", "start")
+    __slots__ = ("end", "sent", "size", "start", "tail")
 
     def __init__(self, start: bytes | None, end: bytes, sent: list[str] | None = None) -> None:
-        self.start = start
         self.end = end
+        self.tail = end + b"\r\n"
+        """`end` and the end of the chunk that carries the frame."""
         self.sent = sent
+        self.start: bytes | None = None
+        self.size = 0
+        """The frame's bytes besides the text's JSON."""
+        if start is not None:
+            self.open(start)
+
+    def open(self, start: bytes) -> None:
+        """From now on a text can be framed alone, after `start`."""
+        self.start = start
+        self.size = len(start) + len(self.end)
+
+
+_CHUNK_HEADS = [b"%x\r\n" % size for size in range(2048)]
+"""The head of an HTTP/1.1 chunk of each size a relayed token's frame usually has (its size
+in hex and a line end): looked up, not formatted, for every token."""
 
 
 class EventStream(Response):
@@ -168,7 +184,7 @@ def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None
     the text in `frame` as one chunk when the connection takes it at once, the stream's
     watcher has not seen the client go and the channel frames a text alone (False, with
     nothing made, otherwise). A relayed token's whole way to the socket: its JSON, its
-    frame and the chunk's head made in one step, written in one call."""
+    frame and the chunk around it joined at once, written in one call."""
     found = _cycle(send)
     if found is None:
         return None
@@ -181,9 +197,10 @@ def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None
                 or not cycle.chunked_encoding or not cycle.response_started
                 or cycle.response_complete or watcher.done()):
             return False
-        body, end = dumps(text), frame.end
-        transport.write(b"%x\r\n%b%b%b\r\n" % (len(start) + len(body) + len(end), start,
-                                                 body, end))
+        body = dumps(text)
+        size = frame.size + len(body)
+        transport.write(b"".join((_CHUNK_HEADS[size] if size < 2048 else b"%x\r\n" % size,
+                                  start, body, frame.tail)))
         sent = frame.sent
         if sent is not None:
             sent.append(text)

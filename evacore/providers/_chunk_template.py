@@ -37,12 +37,15 @@ text (a counter, a fresh id each) is left to the whole parse after these."""
 
 
 class Template:
-    __slots__ = ("end", "head", "model", "start", "tail", "tries")
+    __slots__ = ("end", "end_at", "head", "model", "start", "start_len", "tail", "tries")
 
     def __init__(self) -> None:
         self.head = self.tail = ""
         self.start = self.end = b""
         """A network chunk of one event of this template: `start`, the text's JSON, `end`."""
+        self.start_len = self.end_at = 0
+        """`len(start)`; `len(start) + len(end)`: where the text's JSON begins, and the
+        bytes of such a chunk besides it."""
         self.model: str | None = None
         self.tries = 0
 
@@ -91,3 +94,4 @@ def _learn(data: str, lane: FastLane, text: str, parse: Parse) -> None:
     if parse(head + orjson.dumps(PROBE).decode() + tail, lane) == PROBE:
         t.head, t.tail, t.model = head, tail, lane.model
         t.start, t.end = b"data: " + head.encode(), tail.encode() + b"\n\n"
+        t.start_len, t.end_at = len(t.start), len(t.start) + len(t.end)

@@ -86,12 +86,11 @@ class FastLane:
                 piece = None
                 t = self.state
                 if type(t) is Template and t.model == self.model:
-                    start, end = t.start, t.end
-                    if (start and len(body) > len(start) + len(end)
-                            and body[len(start)] == 34  # '"'
-                            and body.startswith(start) and body.endswith(end)):
+                    at, size = t.start_len, len(body)
+                    if (at and size > t.end_at and body[at] == 34  # '"'
+                            and body.startswith(t.start) and body.endswith(t.end)):
                         try:
-                            piece = loads(body[len(start):len(body) - len(end)])
+                            piece = loads(body[at:size - t.end_at + at])
                         except JSONDecodeError:
                             piece = None
                         if type(piece) is not str or not piece:

@@ -64,12 +64,13 @@ async def _texts(send: Any) -> None:
     for text in TEXTS:
         assert write(text)
     assert not write("")  # an empty text is no delta
-    frame.start = None
-    assert not write("refused")
-    frame.start = b"data: "
+    closed = TextFrame(None, b"\n\n", sent)  # a channel that cannot frame a text alone yet
+    assert (refusing := direct_text_writer(send, closed, watcher)) and not refusing("refused")
+    long = "x" * 3000  # a frame past the chunk heads looked up
+    assert write(long)
     watcher.set_result(None)  # the client went away (as the stream's watcher sees it)
     assert not write("after the client left")
-    assert sent == TEXTS
+    assert sent == [*TEXTS, long]
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -119,5 +120,6 @@ async def test_texts_written_directly_are_framed_by_the_channel_in_order(base_ur
     async with httpx.AsyncClient(base_url=base_url) as client:
         r = await client.post("/texts", content=b"{}")
     assert r.status_code == 200
-    assert r.content == b"".join(b"data: " + orjson.dumps(t) + b"\n\n" for t in TEXTS)
-    assert [orjson.loads(line[6:]) for line in r.text.split("\n\n")[:-1]] == TEXTS
+    texts = [*TEXTS, "x" * 3000]
+    assert r.content == b"".join(b"data: " + orjson.dumps(t) + b"\n\n" for t in texts)
+    assert [orjson.loads(line[6:]) for line in r.text.split("\n\n")[:-1]] == texts

@@ -75,7 +75,7 @@ class ChunkWriter:
     def _start(self, out: list[bytes]) -> None:
         if not self.started:
             self.started = True
-            self.text_frame.start = self._text_start
+            self.text_frame.open(self._text_start)
             out.append(self._delta({"role": "assistant", "content": "", "refusal": None}))
 
     def _text_chunk(self, text: str) -> bytes:
