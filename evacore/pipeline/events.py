@@ -31,6 +31,8 @@ class Stopped(Protocol):
     """What says a producer stopped (the tour's abort signal): `fired`, read without a call."""
 
     fired: bool
+
+
 DEFAULT_MAX_BYTES = 1024 * 1024
 """Queued event bytes (text lengths, roughly) past which the producer waits for the reader."""
 _EVENT_COST = 64

@@ -104,9 +104,9 @@ class Streaming:
                 tap.take_text = lane_text
             return True
 
-        def arm(tap: TextTap) -> None:
-            tap.take = take
-            tap.take_text = first_text if first else lane_text
+        def arm(offered: TextTap) -> None:
+            offered.take = take
+            offered.take_text = first_text if first else lane_text
 
         if tap is not None and not prefix and not seam:
             # nothing goes in front of the first text: it may take the lane too, which
