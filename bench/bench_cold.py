@@ -1,7 +1,9 @@
 """What the same work costs when it runs cold: evacore's CPU for the same one-token tour back
 to back and after the process sat idle, and for the same paced stream with its tokens 1 ms and
 5 ms apart, each beside the bare relay (`_relay_floor.py`) doing its own part of that work in
-the same run.
+the same run. And a paced token's own CPU with no tour in it: the difference between a
+stream twice as long and the stream, both 2 ms a token (`MARGINAL_TOKENS`), for evacore and
+the bare relay in turn.
 
 A real model's tokens arrive a few ms apart and a real user's tours seconds apart: between
 them the process sleeps, the core serves others and the caches forget the interpreter's code
@@ -34,6 +36,11 @@ ROUNDS, QUICK_ROUNDS = 12, 2
 PACED_TOKENS = 100
 GAPS_MS = (1.0, 5.0)
 WARM_TOURS, QUICK_WARM_TOURS = 5, 1
+MARGINAL_TOKENS = (200, 400)
+MARGINAL_GAP_MS = 2.0
+MARGINAL_ROUNDS, QUICK_MARGINAL_ROUNDS = 15, 2
+"""Requests of each length, the two lengths alternated (which goes first flips each round) so
+that a drift of the shared machine falls on both."""
 MESSAGE = "Hello there, how are you today?"
 FLOOR_BODY = {"model": "bench-model", "stream": True,
               "messages": [{"role": "user", "content": MESSAGE}]}
@@ -69,6 +76,20 @@ class _Target:
         for _ in range(tours):
             self.once()
         return self
+
+    def marginal(self, longer: _Target, extra_tokens: int, rounds: int) -> float:
+        """µs of CPU per token of `longer`'s stream beyond this one's (medians over rounds
+        of the two in turn): a token's own cost, with no request or tour in it."""
+        short: list[float] = []
+        long: list[float] = []
+        for i in range(rounds):
+            if i % 2:
+                long.append(longer.once())
+                short.append(self.once())
+            else:
+                short.append(self.once())
+                long.append(longer.once())
+        return (statistics.median(long) - statistics.median(short)) / extra_tokens
 
     def median(self, rounds: int, idle: float = 0.0) -> float:
         costs = []
@@ -115,11 +136,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 child, url = procs.upstream(load_prefix, folder, PACED_TOKENS, gap)
                 children.append(child)
                 paced[gap] = url
+            lengths = {}
+            for tokens in MARGINAL_TOKENS:
+                child, url = procs.upstream(load_prefix, folder, tokens, MARGINAL_GAP_MS)
+                children.append(child)
+                lengths[tokens] = url
             server, server_url = procs.server(server_prefix, folder, TOKEN)
             children.append(server)
             evacore = _Evacore(server_url, warm)
             floors = {}
-            for name, url in (("one", one_url), *paced.items()):
+            for name, url in (("one", one_url), *paced.items(), *lengths.items()):
                 child, floor_url = procs.floor(server_prefix, folder, url)
                 children.append(child)
                 floors[name] = _Target(evacore.http, child.pid, floor_url + "/v1/chat/completions",
@@ -134,6 +160,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 chat = evacore.chat(server.pid, url, PACED_TOKENS)
                 per_token[gap] = (chat.median(rounds) / PACED_TOKENS,
                                   floors[gap].median(rounds) / PACED_TOKENS)
+            short_n, long_n = MARGINAL_TOKENS
+            marginal_rounds = QUICK_MARGINAL_ROUNDS if quick else MARGINAL_ROUNDS
+            short_chat = evacore.chat(server.pid, lengths[short_n], short_n)
+            long_chat = evacore.chat(server.pid, lengths[long_n], long_n)
+            own = short_chat.marginal(long_chat, long_n - short_n, marginal_rounds)
+            bare = floors[short_n].marginal(floors[long_n], long_n - short_n, marginal_rounds)
             evacore.http.close()
         except Exception as exc:
             tails = "\n".join(c.tail()[-1500:] for c in children)
@@ -165,6 +197,15 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             _row(f"paced_{gap:g}ms_evacore_over_floor",
                  _ratio(per_token[gap][0], per_token[gap][1]), "x",
                  f"tokens {gap:g} ms apart, same run"))],
+        _row("paced_2ms_evacore_marginal_cpu_us_per_token", round(own, 1), "µs",
+             f"(CPU of a {MARGINAL_TOKENS[1]}-token tour - CPU of a {MARGINAL_TOKENS[0]}-token "
+             f"tour) / {MARGINAL_TOKENS[1] - MARGINAL_TOKENS[0]}, tokens {MARGINAL_GAP_MS:g} ms "
+             f"apart: a lone token's own CPU, no tour's part in it; medians of "
+             f"{marginal_rounds} requests of each, in turn"),
+        _row("paced_2ms_floor_marginal_cpu_us_per_token", round(bare, 1), "µs",
+             "the same for the bare relay, same streams, in the same run"),
+        _row("paced_2ms_evacore_marginal_over_floor", _ratio(own, bare), "x",
+             "a lone token's own CPU, evacore over the bare relay"),
         _row("evacore_token_slow_over_fast", _ratio(per_token[slow][0], per_token[fast][0]),
              "x", f"evacore's CPU per token with tokens {slow:g} ms apart over {fast:g} ms"),
         _row("floor_token_slow_over_fast", _ratio(per_token[slow][1], per_token[fast][1]),
@@ -193,4 +234,17 @@ def explain(rows: list[dict[str, Any]]) -> str:
         f"{value['evacore_token_slow_over_fast']:g}x: the same instructions cost more the "
         "longer the process slept before them (caches and the core shared with others), "
         "which no code change removes; what evacore can change is how much code and data "
-        "each wake-up touches, which the evacore-over-floor rows show.")
+        "each wake-up touches, which the evacore-over-floor rows show."
+        + _marginal_words(value))
+
+
+def _marginal_words(value: dict[str, Any]) -> str:
+    own = value.get("paced_2ms_evacore_marginal_cpu_us_per_token")
+    bare = value.get("paced_2ms_floor_marginal_cpu_us_per_token")
+    if not isinstance(own, int | float) or not isinstance(bare, int | float):
+        return ""
+    short_n, long_n = MARGINAL_TOKENS
+    return (f" A lone token's own CPU, from a {long_n}-token stream less a {short_n}-token one "
+            f"(no tour's part in it), was {own:g} µs through evacore and {bare:g} µs through "
+            f"the bare relay, {MARGINAL_GAP_MS:g} ms apart: evacore's own work on a paced "
+            f"token is the {own - bare:.0f} µs between them.")

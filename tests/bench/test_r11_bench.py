@@ -132,6 +132,9 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
     assert 0 < float(rows["record_bytes_per_stored_message"].replace(",", "")) < 300
     assert "## cold" in text and float(rows["tour_cpu_ms_after_idle"].replace(",", "")) > 0
     assert float(rows["paced_5ms_floor_cpu_us_per_token"].replace(",", "")) > 0
+    # a lone token's own CPU (a longer stream less a shorter one), beside the bare relay's
+    assert float(rows["paced_2ms_evacore_marginal_cpu_us_per_token"].replace(",", "")) > 0
+    assert float(rows["paced_2ms_floor_marginal_cpu_us_per_token"].replace(",", "")) > 0
     assert (results.read_bytes() if results.exists() else None) == before
 
 
