@@ -72,9 +72,7 @@ class FastLane:
         loads, JSONDecodeError, monotonic = orjson.loads, orjson.JSONDecodeError, time.monotonic
 
         def take(body: bytes) -> bool:
-            # `decoder.idle()`, read without a call: nothing held between events
-            if (tap.take is None or self.closed or utf8.buffer or decoder._buf
-                    or decoder._data or decoder._event):
+            if tap.take is None or self.closed or utf8.buffer or not decoder.idle():
                 return False
             try:
                 # the usual paced token: a chunk that is one `data: ` event of the template
