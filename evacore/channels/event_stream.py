@@ -163,14 +163,13 @@ def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
     it the ordinary way (which waits for the buffer to drain). None for any other server.
 
     A relayed token is one such chunk: this spares it the `send` coroutine and its checks."""
-    found = _cycle(send)
+    found = _connection(send)
     if found is None:
         return None
-    cycle, flow, transport = found
+    takes_now, transport = found
 
     def write(chunk: bytes) -> bool:
-        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
-                or not cycle.response_started or cycle.response_complete):
+        if not takes_now():
             return False
         transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
         return True
@@ -185,17 +184,15 @@ def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None
     watcher has not seen the client go and the channel frames a text alone (False, with
     nothing made, otherwise). A relayed token's whole way to the socket: its JSON, its
     frame and the chunk around it joined at once, written in one call."""
-    found = _cycle(send)
+    found = _connection(send)
     if found is None:
         return None
-    cycle, flow, transport = found
+    takes_now, transport = found
     dumps = orjson.dumps
 
     def write(text: str) -> bool:
         start = frame.start
-        if (start is None or not text or flow.write_paused or cycle.disconnected
-                or not cycle.chunked_encoding or not cycle.response_started
-                or cycle.response_complete or watcher.done()):
+        if start is None or not text or watcher.done() or not takes_now():
             return False
         body = dumps(text)
         size = frame.size + len(body)
@@ -209,16 +206,24 @@ def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None
     return write
 
 
-def _cycle(send: Any) -> tuple[Any, Any, Any] | None:
-    """(uvicorn's request-response cycle, its flow control, its transport) behind `send`,
-    when `send` is the httptools server's for a response with a body; else None."""
+def _connection(send: Any) -> tuple[Callable[[], bool], Any] | None:
+    """For `send` of uvicorn's httptools server, on a response with a body: whether the
+    connection takes a body chunk at once (its writes not paused by a full buffer, the
+    client there, the chunked response started and not complete), and its transport. None
+    for any other server or response."""
     cycle = getattr(send, "__self__", None)
     if type(cycle).__module__ != "uvicorn.protocols.http.httptools_impl" or not all(
             hasattr(cycle, name) for name in (
                 "flow", "transport", "chunked_encoding", "disconnected", "response_started",
                 "response_complete", "scope")) or cycle.scope.get("method") == "HEAD":
         return None
-    return cycle, cycle.flow, cycle.transport
+    flow = cycle.flow
+
+    def takes_now() -> bool:
+        return not (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
+                    or not cycle.response_started or cycle.response_complete)
+
+    return takes_now, cycle.transport
 
 
 def _start(coro: Coroutine[Any, Any, None], on_error: Callable[[], None]
