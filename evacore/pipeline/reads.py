@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from evacore.eager import run_until_wait
 from evacore.logs import get_logger
 from evacore.store.db import close_session
+from evacore.store.lean import LeanSession, take
 
 if TYPE_CHECKING:
     from evacore.core import Core
@@ -41,11 +42,12 @@ _KEY = "_reads_session"
 
 
 @asynccontextmanager
-async def reads(core: Core, tour: Tour) -> AsyncIterator[AsyncSession]:
-    """The tour's read session, opened on first use and kept open for the next stage."""
-    session: AsyncSession | None = tour.data.get(_KEY)
+async def reads(core: Core, tour: Tour) -> AsyncIterator[AsyncSession | LeanSession]:
+    """The tour's read session, opened on first use and kept open for the next stage: a
+    `LeanSession` on SQLite (`store/lean.py`), an ordinary one otherwise."""
+    session: AsyncSession | LeanSession | None = tour.data.get(_KEY)
     if session is None:
-        session = tour.data[_KEY] = core.db.sessions()
+        session = tour.data[_KEY] = take(core.db) or core.db.sessions()
     try:
         yield session
     except BaseException:
@@ -56,7 +58,7 @@ async def reads(core: Core, tour: Tour) -> AsyncIterator[AsyncSession]:
 async def end_reads(tour: Tour) -> None:
     """End the tour's read session, if one is open (its transaction rolled back: it only
     read). Safe to call at any point, more than once, and from a cancelled task."""
-    session: AsyncSession | None = tour.data.pop(_KEY, None)
+    session: AsyncSession | LeanSession | None = tour.data.pop(_KEY, None)
     if session is not None:
         await close_session(session)
 
@@ -68,12 +70,12 @@ _ENDING: set[asyncio.Task[None]] = set()
 def end_reads_soon(tour: Tour) -> None:
     """End the tour's read session, if one is open, at the event loop's next pass: the
     tour's task goes on at once, and nothing reads through the session after this call."""
-    session: AsyncSession | None = tour.data.pop(_KEY, None)
+    session: AsyncSession | LeanSession | None = tour.data.pop(_KEY, None)
     if session is not None:
         asyncio.get_running_loop().call_soon(_end, session)
 
 
-def _end(session: AsyncSession) -> None:
+def _end(session: AsyncSession | LeanSession) -> None:
     try:
         rest = run_until_wait(session.close())
     except Exception:  # the connection is dropped by the pool; the tour is not concerned

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -181,11 +182,16 @@ async def close_session(session: AsyncSession) -> None:
     SQLAlchemy's own `async with` runs the close in a task of its own so that a cancel cannot
     abandon it halfway; that task costs three passes of the loop even when the close waits
     for nothing, and under load every pass first runs the ready work of every other request.
-    Here the close starts in the caller's task (`evacore.eager`), and only when it has to
-    wait (a rollback over the network or on the driver's thread) does a task of its own
-    finish it, the caller waiting for that task shielded (a cancel is raised once the close
-    is done)."""
-    rest = run_until_wait(session.close())
+    Here the close starts in the caller's task (`finish_uncancelled`)."""
+    await finish_uncancelled(session.close())
+
+
+async def finish_uncancelled(coro: Coroutine[Any, Any, Any]) -> None:
+    """Run `coro` (a close, a rollback) to its end even if the caller is cancelled meanwhile:
+    it starts in the caller's task (`evacore.eager`), and only when it has to wait (a
+    rollback over the network or on the driver's thread) does a task of its own finish it,
+    the caller waiting for that task shielded (a cancel is raised once it is done)."""
+    rest = run_until_wait(coro)
     if rest is None:
         return
     task = asyncio.ensure_future(rest)
@@ -200,3 +206,14 @@ async def close_session(session: AsyncSession) -> None:
             cancelled = err
     if cancelled is not None:
         raise cancelled
+
+
+_ERRORS = ((sqlite3.IntegrityError, exc.IntegrityError),
+           (sqlite3.OperationalError, exc.OperationalError),
+           (sqlite3.DatabaseError, exc.DatabaseError))
+
+
+def sqlalchemy_error(error: sqlite3.DatabaseError, sql: str, args: Any) -> exc.DBAPIError:
+    """A driver's error as SQLAlchemy raises it for the same statement."""
+    ours = next(mine for theirs, mine in _ERRORS if isinstance(error, theirs))
+    return ours(sql, args, error)  # type: ignore[no-any-return]

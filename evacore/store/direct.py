@@ -35,7 +35,8 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.types import JSON, TypeDecorator
 
 from evacore.store import recall
-from evacore.store.db import connect_now, loads_json
+from evacore.store.db import connect_now, loads_json, sqlalchemy_error
+from evacore.store.lean import LeanSession
 from evacore.store.sqlite_driver import OneTripConnection
 
 _Process = Callable[[Any], Any]
@@ -45,9 +46,6 @@ _Prepared = tuple[str, tuple[tuple[str | None, Any, _Process | None], ...],
 the statement holds, such as a literal in its WHERE), that value, its processor; and the
 returned columns that have a result processor, by position, with it."""
 _PREPARED: dict[tuple[int, tuple[str, ...]], tuple[ClauseElement, _Prepared | None]] = {}
-_ERRORS = ((sqlite3.IntegrityError, exc.IntegrityError),
-           (sqlite3.OperationalError, exc.OperationalError),
-           (sqlite3.DatabaseError, exc.DatabaseError))
 
 
 def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _Prepared | None:
@@ -168,29 +166,40 @@ async def _sqlite_connection(session: AsyncSession) -> Connection | None:
     return sync
 
 
-async def execute(session: AsyncSession, stmt: ClauseElement,
+async def execute(session: AsyncSession | LeanSession, stmt: ClauseElement,
                   params: dict[str, Any]) -> Sequence[Sequence[Any]]:
     """Run `stmt` (built once, at import) with `params` in the session's transaction; the
-    rows it returns (a `SELECT`'s, a `RETURNING`'s) as tuples, none for a plain write."""
-    sync = await _sqlite_connection(session)
-    if sync is not None:
-        driver = _direct_driver(sync)
-        prepared = _prepared(stmt, tuple(params), sync.dialect) if driver else None
-        if driver is not None and prepared is not None:
-            sql, slots, columns = prepared
-            args = tuple([(held if name is None else params[name]) if process is None
-                          else process(held if name is None else params[name])
-                          for name, held, process in slots])
-            try:
-                rows = await driver.run(sql, args)
-            except sqlite3.DatabaseError as e:
-                ours = next(mine for theirs, mine in _ERRORS if isinstance(e, theirs))
-                raise ours(sql, args, e) from e
-            if not columns:
-                return rows
-            return [_read(row, columns) for row in rows]
+    rows it returns (a `SELECT`'s, a `RETURNING`'s) as tuples, none for a plain write. On a
+    `LeanSession` (`store/lean.py`) a statement run otherwise than here makes the work run
+    again in an ordinary session."""
+    if type(session) is LeanSession:
+        prepared = _prepared(stmt, tuple(params), session.dialect)
+        if prepared is not None:
+            return await _run(session.driver, prepared, params)
+    else:
+        sync = await _sqlite_connection(session)
+        if sync is not None:
+            driver = _direct_driver(sync)
+            prepared = _prepared(stmt, tuple(params), sync.dialect) if driver else None
+            if driver is not None and prepared is not None:
+                return await _run(driver, prepared, params)
     result = await session.execute(stmt, params)
     try:
         return result.all()
     except exc.ResourceClosedError:  # a write that returns nothing (an ORM entity's too)
         return ()
+
+
+async def _run(driver: OneTripConnection, prepared: _Prepared, params: dict[str, Any]
+               ) -> Sequence[Sequence[Any]]:
+    sql, slots, columns = prepared
+    args = tuple([(held if name is None else params[name]) if process is None
+                  else process(held if name is None else params[name])
+                  for name, held, process in slots])
+    try:
+        rows = await driver.run(sql, args)
+    except sqlite3.DatabaseError as e:
+        raise sqlalchemy_error(e, sql, args) from e
+    if not columns:
+        return rows
+    return [_read(row, columns) for row in rows]

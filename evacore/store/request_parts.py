@@ -122,7 +122,7 @@ async def store(session: AsyncSession, parts: dict[str, Any]) -> None:
         parts = {digest: part for digest, part in parts.items() if digest not in found}
     if not parts:
         return
-    bind = session.sync_session.bind
+    bind = session.bind
     statement = _insert_new(bind.dialect.name if bind is not None else "")
     created = utcnow()
     for digest, (value, chat_id) in parts.items():

@@ -474,6 +474,11 @@ class OneTripConnection(aiosqlite.Connection):
         self._inline_run = 0.0
         return await super()._execute(counted)
 
+    def transaction_open(self) -> bool:
+        """A transaction is open, or a call still on the thread may yet open one: a commit or
+        rollback has something to end."""
+        return not self._nothing_to_end()
+
     def _nothing_to_end(self) -> bool:
         """No transaction is open, and no call still on the thread (one whose caller was
         cancelled) may yet open one: a commit or rollback would have nothing to do."""

@@ -34,7 +34,7 @@ from evacore.channels.openai.conversation import (
     tour_params,
 )
 from evacore.channels.openai.errors import FacadeError, error_line, from_code, from_evacore
-from evacore.channels.openai.models import list_models, resolve
+from evacore.channels.openai.models import Target, list_models, resolve
 from evacore.domain.roles import Identity
 from evacore.errors import EvacoreError
 from evacore.logs import get_logger
@@ -43,6 +43,7 @@ from evacore.pipeline.manager import RunningTour
 from evacore.pipeline.request import TourRequest, check_request
 from evacore.pipeline.tour import Tour
 from evacore.store.db import refuses_nul
+from evacore.store.lean import transact
 from evacore.store.users import identify
 
 if TYPE_CHECKING:
@@ -153,26 +154,27 @@ async def chat_completions(request: Request) -> Response:
     tools = external_tools(body)
     named = (request.headers.get(CHAT_HEADER) or "").strip() or None
 
-    def tour_request(plan: binding.Plan) -> TourRequest:
+    def tour_request(plan: binding.Plan, target: Target) -> TourRequest:
         return TourRequest(
             chat_id=plan.chat_id, user_id=who.user_id, role=who.role, text=plan.text,
             images=plan.images, mode=plan.mode, stream=bool(body.stream),
             params=tour_params(body, target.max_tokens), system=conv.system,
             external_tools=tools, resume=plan.resume)
 
-    async with core.session() as s:
+    async def bind(s: Any) -> tuple[Target, binding.Plan]:
         target = await resolve(s, body.model)
-        # what the tour would refuse, refused before a chat is made for it
+        # what the tour would refuse, refused before a chat is made for it (an EvacoreError,
+        # answered in OpenAI's terms by `in_openai_terms`)
         turn = binding.Plan("", "", resume=conv.ends_with_results)
         if not turn.resume:
             turn.text, turn.images = conv.text, list(conv.images)
-        try:
-            check_request(tour_request(turn), max_steps=core.settings.agent.max_steps)
-        except EvacoreError as exc:
-            return from_evacore(exc).response()
-        plan = await binding.plan_for(s, who, target, conv, named=named, end_user=body.user)
+        check_request(tour_request(turn, target), max_steps=core.settings.agent.max_steps)
+        return target, await binding.plan_for(s, who, target, conv, named=named,
+                                              end_user=body.user)
+
+    target, plan = await transact(core.db, bind)
     try:
-        running = core.tours.start(tour_request(plan))
+        running = core.tours.start(tour_request(plan, target))
     except EvacoreError as exc:
         return from_evacore(exc).response({CHAT_HEADER: plan.chat_id})
     running.tour.diagnostics["openai"] = {"model": body.model, "binding": plan.how}

@@ -17,6 +17,7 @@ from evacore.logs import get_logger
 from evacore.redact import redact_json
 from evacore.store import request_parts, tour_writes
 from evacore.store import tours as tour_store
+from evacore.store.lean import transact
 from evacore.store.settings import put_setting
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ class Save:
 
 async def _save(core: Core, tour: Tour, *, extras: bool) -> tuple[str | None, str | None]:
     diagnostics, parts = stored_diagnostics(core, tour, shared=extras)
-    async with core.session() as s:
+
+    async def save_in(s: Any) -> tuple[str | None, str | None]:
         message_id, variant_id = await _store_answer(
             s, tour, "complete", diagnostics=diagnostics, chat_state=True, committed=True)
         if extras:
@@ -67,8 +69,11 @@ async def _save(core: Core, tour: Tour, *, extras: bool) -> tuple[str | None, st
             s, tour.id, status="completed", diagnostics=diagnostics,
             message_id=message_id, variant_id=variant_id, redacted=True,
         )
+        return message_id, variant_id
+
+    saved = await transact(core.db, save_in)
     request_parts.committed(core.db, parts)
-    return message_id, variant_id
+    return saved
 
 
 def storable(text: str) -> str:

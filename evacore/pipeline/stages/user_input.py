@@ -24,6 +24,7 @@ from evacore.store import chats as chat_store
 from evacore.store import tour_writes
 from evacore.store import tours as tour_store
 from evacore.store.connections import default_connection
+from evacore.store.lean import transact
 from evacore.store.tables import User
 
 if TYPE_CHECKING:
@@ -80,70 +81,72 @@ class UserInput:
         """One transaction: the chat read under its row lock, the tour's record and the
         user's message written, unless a tour of the chat runs on another instance (then
         nothing is written and `_TakenElsewhere` says which)."""
-        async with core.session() as s:
-            chat, connection, character, persona = await chat_store.chat_with_parts(
-                s, tour.chat_id, lock=True)
-            if tour.user_id and tour.role != "master" and chat.user_id != tour.user_id:
-                raise NotFound(f"chat {tour.chat_id} not found")
-            if chat.connection_id is None:
-                # its connection was deleted (or unset): the one chats get when they name
-                # none, as a new chat would (R14.0), until the chat names one again
-                connection = await default_connection(s)
-            if connection is None:
-                raise NotFound(f"connection {chat.connection_id} not found")
-            # The record and the check for another instance's tour in one statement: on
-            # SQLite its insert takes the write lock, on PostgreSQL the chat's row lock is
-            # held, so the check sees every other instance's tour.
-            if not await tour_writes.open_tour(
-                s, id=tour.id, chat_id=chat.id, user_id=tour.user_id, mode=tour.mode,
-                env=tour.env, instance_id=core.instance_id,
-            ):
-                other = await tour_store.running_elsewhere(s, chat.id, core.instance_id)
-                raise _TakenElsewhere(other or "?")
-            settings, ignored = read_chat_settings(chat.settings)
-            params, bad_params = read_connection_params(connection.params)
-            ignored += bad_params
-            if persona is not None and not await _persona_allowed(s, persona, chat):
-                ignored.append(f"persona {persona.id} is not one of the chat owner's; ignored")
-                persona = None
-            if tour.input_images and "picture" not in (tour.env_overrides or {}):
-                tour.env["picture"] = bool(connection.vision)
-            # A normal turn with input needs nothing from the last message.
-            needs_last = tour.mode != "normal" or not (tour.input_text or tour.input_images)
-            last = await chat_store.last_message(s, chat.id) if needs_last else None
-            target = await self._target(s, tour, chat, last)
-            user_message_id = None
-            if tour.mode == "normal" and (tour.input_text or tour.input_images):
-                written = await tour_writes.add_message(
-                    s, chat.id, role="user", content=tour.input_text,
-                    images=tour.input_images, name=persona.name if persona else "User",
-                )
-                if written is None:
-                    raise NotFound(f"chat {tour.chat_id} not found")
-                user_message_id = written["id"]
-            elif tour.mode == "normal" and last is None:
-                raise InvalidInput("the message is empty")
-            if ignored:
-                tour.diagnostics["ignored"] = ignored
-                log.warning("tour.stored_values_ignored", chat_id=chat.id, problems=ignored)
-            tour.data.update(
-                chat={
-                    "id": chat.id, "title": chat.title, "settings": settings,
-                    "variables": dict(chat.variables or {}), "state": dict(chat.state or {}),
-                    "turn": chat.turn, "character_id": chat.character_id,
-                    "persona_id": persona.id if persona else None, "user_id": chat.user_id,
-                },
-                connection=connection_snapshot(connection, params),
-                character=dict(character.data) if character else dict(DEFAULT_CHARACTER),
-                character_id=character.id if character else None,
-                persona={
-                    "name": persona.name if persona else "User",
-                    "description": persona.description if persona else "",
-                    "id": persona.id if persona else None,
-                },
-                user_message_id=user_message_id,
-                target_message_id=target,
+        await transact(core.db, lambda s: self._open_in(s, core, tour))
+
+    async def _open_in(self, s: Any, core: Core, tour: Tour) -> None:
+        chat, connection, character, persona = await chat_store.chat_with_parts(
+            s, tour.chat_id, lock=True)
+        if tour.user_id and tour.role != "master" and chat.user_id != tour.user_id:
+            raise NotFound(f"chat {tour.chat_id} not found")
+        if chat.connection_id is None:
+            # its connection was deleted (or unset): the one chats get when they name
+            # none, as a new chat would (R14.0), until the chat names one again
+            connection = await default_connection(s)
+        if connection is None:
+            raise NotFound(f"connection {chat.connection_id} not found")
+        # The record and the check for another instance's tour in one statement: on
+        # SQLite its insert takes the write lock, on PostgreSQL the chat's row lock is
+        # held, so the check sees every other instance's tour.
+        if not await tour_writes.open_tour(
+            s, id=tour.id, chat_id=chat.id, user_id=tour.user_id, mode=tour.mode,
+            env=tour.env, instance_id=core.instance_id,
+        ):
+            other = await tour_store.running_elsewhere(s, chat.id, core.instance_id)
+            raise _TakenElsewhere(other or "?")
+        settings, ignored = read_chat_settings(chat.settings)
+        params, bad_params = read_connection_params(connection.params)
+        ignored += bad_params
+        if persona is not None and not await _persona_allowed(s, persona, chat):
+            ignored.append(f"persona {persona.id} is not one of the chat owner's; ignored")
+            persona = None
+        if tour.input_images and "picture" not in (tour.env_overrides or {}):
+            tour.env["picture"] = bool(connection.vision)
+        # A normal turn with input needs nothing from the last message.
+        needs_last = tour.mode != "normal" or not (tour.input_text or tour.input_images)
+        last = await chat_store.last_message(s, chat.id) if needs_last else None
+        target = await self._target(s, tour, chat, last)
+        user_message_id = None
+        if tour.mode == "normal" and (tour.input_text or tour.input_images):
+            written = await tour_writes.add_message(
+                s, chat.id, role="user", content=tour.input_text,
+                images=tour.input_images, name=persona.name if persona else "User",
             )
+            if written is None:
+                raise NotFound(f"chat {tour.chat_id} not found")
+            user_message_id = written["id"]
+        elif tour.mode == "normal" and last is None:
+            raise InvalidInput("the message is empty")
+        if ignored:
+            tour.diagnostics["ignored"] = ignored
+            log.warning("tour.stored_values_ignored", chat_id=chat.id, problems=ignored)
+        tour.data.update(
+            chat={
+                "id": chat.id, "title": chat.title, "settings": settings,
+                "variables": dict(chat.variables or {}), "state": dict(chat.state or {}),
+                "turn": chat.turn, "character_id": chat.character_id,
+                "persona_id": persona.id if persona else None, "user_id": chat.user_id,
+            },
+            connection=connection_snapshot(connection, params),
+            character=dict(character.data) if character else dict(DEFAULT_CHARACTER),
+            character_id=character.id if character else None,
+            persona={
+                "name": persona.name if persona else "User",
+                "description": persona.description if persona else "",
+                "id": persona.id if persona else None,
+            },
+            user_message_id=user_message_id,
+            target_message_id=target,
+        )
 
     async def _target(self, s: Any, tour: Tour, chat: Any, last: Any) -> str | None:
         """The assistant message that regenerate/swipe/continue works on."""
