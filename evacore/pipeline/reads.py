@@ -4,6 +4,8 @@ one connection from the pool, for what they read, instead of a session of their 
 Opening and ending a session costs more than the few statements such a stage runs (about
 250 µs of CPU against 30 for one statement on SQLite): a tour that reads its history,
 settings, lorebook links and memory blocks in one session saves most of that three times.
+On SQLite the session is a `LeanSession` (`store/lean.py`): the pooled connection alone
+until a read needs the ORM, which then opens an ordinary session on it.
 
 After the last reading stage the session is ended at the event loop's next pass
 (`end_reads_soon`): that pass comes when the tour's task first waits, usually for the
