@@ -170,8 +170,8 @@ async def execute(session: AsyncSession | LeanSession, stmt: ClauseElement,
                   params: dict[str, Any]) -> Sequence[Sequence[Any]]:
     """Run `stmt` (built once, at import) with `params` in the session's transaction; the
     rows it returns (a `SELECT`'s, a `RETURNING`'s) as tuples, none for a plain write. On a
-    `LeanSession` (`store/lean.py`) a statement run otherwise than here makes the work run
-    again in an ordinary session."""
+    `LeanSession` (`store/lean.py`) a statement not run here goes to the ordinary session it
+    opens on the same connection."""
     if type(session) is LeanSession:
         prepared = _prepared(stmt, tuple(params), session.dialect)
         if prepared is not None:
