@@ -152,6 +152,18 @@ def cpu_ns(pid: int) -> int:
     return sched(pid)[0]
 
 
+def syscalls(pid: int) -> int | None:
+    """Read- and write-like system calls the process has made (`syscr` + `syscw` of
+    /proc/<pid>/io: every socket read and write, not the event loop's waits); None where the
+    kernel does not count them."""
+    try:
+        fields = dict(line.split(":", 1) for line in
+                      Path(f"/proc/{pid}/io").read_text().splitlines() if ":" in line)
+        return int(fields["syscr"]) + int(fields["syscw"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def sched(pid: int) -> tuple[int, int]:
     """(nanoseconds on a CPU, times put on a CPU) summed over the live threads of the
     process, from their schedstat: the second counts wake-ups (and preemptions)."""

@@ -3,7 +3,7 @@ to back and after the process sat idle, and for the same paced stream with its t
 5 ms apart, each beside the bare relay (`_relay_floor.py`) doing its own part of that work in
 the same run. And a paced token's own CPU with no tour in it: the difference between a
 stream twice as long and the stream, both 2 ms a token (`MARGINAL_TOKENS`), for evacore and
-the bare relay in turn.
+the bare relay in turn, with the read and write system calls such a token makes in each.
 
 A real model's tokens arrive a few ms apart and a real user's tours seconds apart: between
 them the process sleeps, the core serves others and the caches forget the interpreter's code
@@ -61,15 +61,21 @@ class _Target:
 
     def __init__(self, http: httpx.Client, pid: int, url: str, body: dict[str, Any]) -> None:
         self.http, self.pid, self.url, self.body = http, pid, url, body
+        self.calls: int | None = None
+        """The read and write system calls of the last request (None: not counted here)."""
 
     def once(self) -> float:
-        """The process's CPU (all threads) in µs over one streamed request, read to its end."""
-        before = procs.cpu_ns(self.pid)
+        """The process's CPU (all threads) in µs over one streamed request, read to its end;
+        its system calls in `calls`."""
+        calls, before = procs.syscalls(self.pid), procs.cpu_ns(self.pid)
         with self.http.stream("POST", self.url, json=self.body) as r:
             r.raise_for_status()
             for _ in r.iter_raw():
                 pass
-        return (procs.cpu_ns(self.pid) - before) / 1e3
+        spent = (procs.cpu_ns(self.pid) - before) / 1e3
+        after = procs.syscalls(self.pid)
+        self.calls = None if calls is None or after is None else after - calls
+        return spent
 
     def warmed(self, tours: int) -> _Target:
         """Itself after `tours` unmeasured requests: first uses are not steady state."""
@@ -77,19 +83,32 @@ class _Target:
             self.once()
         return self
 
-    def marginal(self, longer: _Target, extra_tokens: int, rounds: int) -> float:
-        """µs of CPU per token of `longer`'s stream beyond this one's (medians over rounds
-        of the two in turn): a token's own cost, with no request or tour in it."""
+    def marginal(self, longer: _Target, extra_tokens: int, rounds: int
+                 ) -> tuple[float, float | None]:
+        """µs of CPU and read and write system calls per token of `longer`'s stream beyond
+        this one's (medians over rounds of the two in turn): a token's own cost, with no
+        request or tour in it (None for the calls where the kernel does not count them)."""
         short: list[float] = []
         long: list[float] = []
+        calls: dict[str, list[int]] = {"short": [], "long": []}
+
+        def measure(target: _Target, costs: list[float], kind: str) -> None:
+            costs.append(target.once())
+            if target.calls is not None:
+                calls[kind].append(target.calls)
+
         for i in range(rounds):
             if i % 2:
-                long.append(longer.once())
-                short.append(self.once())
+                measure(longer, long, "long")
+                measure(self, short, "short")
             else:
-                short.append(self.once())
-                long.append(longer.once())
-        return (statistics.median(long) - statistics.median(short)) / extra_tokens
+                measure(self, short, "short")
+                measure(longer, long, "long")
+        per_token = (statistics.median(long) - statistics.median(short)) / extra_tokens
+        if len(calls["short"]) < rounds or len(calls["long"]) < rounds:
+            return per_token, None
+        return per_token, (statistics.median(calls["long"])
+                           - statistics.median(calls["short"])) / extra_tokens
 
     def median(self, rounds: int, idle: float = 0.0) -> float:
         costs = []
@@ -164,8 +183,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             marginal_rounds = QUICK_MARGINAL_ROUNDS if quick else MARGINAL_ROUNDS
             short_chat = evacore.chat(server.pid, lengths[short_n], short_n)
             long_chat = evacore.chat(server.pid, lengths[long_n], long_n)
-            own = short_chat.marginal(long_chat, long_n - short_n, marginal_rounds)
-            bare = floors[short_n].marginal(floors[long_n], long_n - short_n, marginal_rounds)
+            own, own_calls = short_chat.marginal(long_chat, long_n - short_n, marginal_rounds)
+            bare, bare_calls = floors[short_n].marginal(floors[long_n], long_n - short_n,
+                                                        marginal_rounds)
             evacore.http.close()
         except Exception as exc:
             tails = "\n".join(c.tail()[-1500:] for c in children)
@@ -206,12 +226,22 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              "the same for the bare relay, same streams, in the same run"),
         _row("paced_2ms_evacore_marginal_over_floor", _ratio(own, bare), "x",
              "a lone token's own CPU, evacore over the bare relay"),
+        _row("paced_2ms_evacore_marginal_syscalls_per_token", _calls(own_calls), "calls",
+             "the same streams' read and write system calls (/proc/<pid>/io `syscr` + "
+             "`syscw`) per token beyond the shorter stream's: a lone token's own"),
+        _row("paced_2ms_floor_marginal_syscalls_per_token", _calls(bare_calls), "calls",
+             "the same for the bare relay: one read of the upstream's chunk and one write to "
+             "the client is the least any relay makes"),
         _row("evacore_token_slow_over_fast", _ratio(per_token[slow][0], per_token[fast][0]),
              "x", f"evacore's CPU per token with tokens {slow:g} ms apart over {fast:g} ms"),
         _row("floor_token_slow_over_fast", _ratio(per_token[slow][1], per_token[fast][1]),
              "x", f"the bare relay's, {slow:g} ms apart over {fast:g} ms: the same bytes, "
                   "the same system calls, only the sleep between them longer"),
     ]
+
+
+def _calls(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def explain(rows: list[dict[str, Any]]) -> str:
@@ -244,7 +274,15 @@ def _marginal_words(value: dict[str, Any]) -> str:
     if not isinstance(own, int | float) or not isinstance(bare, int | float):
         return ""
     short_n, long_n = MARGINAL_TOKENS
-    return (f" A lone token's own CPU, from a {long_n}-token stream less a {short_n}-token one "
+    text = (f" A lone token's own CPU, from a {long_n}-token stream less a {short_n}-token one "
             f"(no tour's part in it), was {own:g} µs through evacore and {bare:g} µs through "
             f"the bare relay, {MARGINAL_GAP_MS:g} ms apart: evacore's own work on a paced "
             f"token is the {own - bare:.0f} µs between them.")
+    calls = value.get("paced_2ms_evacore_marginal_syscalls_per_token")
+    floor_calls = value.get("paced_2ms_floor_marginal_syscalls_per_token")
+    if isinstance(calls, int | float) and isinstance(floor_calls, int | float):
+        text += (f" Such a token cost evacore {calls:g} read and write system calls and the "
+                 f"bare relay {floor_calls:g}: the kernel's part of a token is the same for "
+                 "both, and the difference in CPU is code run in the process (the profile "
+                 "benchmark's native split says which).")
+    return text

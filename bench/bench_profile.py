@@ -20,7 +20,8 @@ also sampled by `perf` (the kernel's cpu-clock, every thread of the process, no 
 share of the CPU spent in the kernel, in the interpreter running Python code, and in each
 native library (uvloop, httptools, orjson, SQLite, libc), beside the same split for the bare
 relay (`_relay_floor.py`) on the same paced stream; rows say so when perf is missing or may
-not sample here.
+not sample here. The one-token tours get the same native split (`tour1_native_*`): where a
+tour's fixed part goes without py-spy's tilt toward the lines that end in a system call.
 
 Must not: bind anything but loopback, download anything, or fail when py-spy or perf is
 missing or may not attach (a row says so). py-spy's shares are inclusive and overlap (a
@@ -231,11 +232,13 @@ def _perf_record(perf: str, pid: int, out: Path, work: Any) -> dict[str, float] 
     return shares
 
 
-def _native(perf: str, tours: int, folder: Path
-            ) -> tuple[dict[str, float], dict[str, float]] | str:
-    """perf's split for evacore's paced tours and for the bare relay's same streams."""
+def _native(perf: str, tours: int, one_token_tours: int, folder: Path
+            ) -> tuple[dict[str, float], dict[str, float], dict[str, float]] | str:
+    """perf's split for evacore's paced tours, for the bare relay's same streams and for
+    evacore's one-token tours (a tour's fixed part)."""
     server_prefix, load_prefix, _ = procs.pinning()
     up, upstream = procs.upstream(load_prefix, folder, PACED_TOKENS, PACED_DELAY_MS)
+    one, one_url = procs.upstream(load_prefix, folder, 1, 0.0)
     server, url = procs.server(server_prefix, folder, TOKEN)
     floor, floor_url = procs.floor(server_prefix, folder, upstream)
     try:
@@ -244,6 +247,11 @@ def _native(perf: str, tours: int, folder: Path
         evacore = _perf_record(perf, server.pid, folder / "perf-evacore.data",
                                lambda: _tours(chats, tours))
         chats.http.close()
+        short = _Chats(url, one_url, name="bench-profile-one")
+        _tours(short, 10)
+        fixed = _perf_record(perf, server.pid, folder / "perf-evacore-one.data",
+                             lambda: _tours(short, one_token_tours))
+        short.http.close()
 
         with httpx.Client(timeout=120) as http:
             relay = _Target(http, floor.pid, floor_url + "/v1/chat/completions", FLOOR_BODY)
@@ -252,12 +260,12 @@ def _native(perf: str, tours: int, folder: Path
     finally:
         floor.stop()
         server.stop()
+        one.stop()
         up.stop()
-    if isinstance(evacore, str):
-        return evacore
-    if isinstance(bare, str):
-        return bare
-    return evacore, bare
+    for split in (evacore, bare, fixed):
+        if isinstance(split, str):
+            return split
+    return evacore, bare, fixed  # type: ignore[return-value]
 
 
 def _loop_thread_ns(pid: int) -> int:
@@ -297,15 +305,20 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             rows += [_row(f"{name}_share_{part}", round(share, 1), "%",
                           f"{notes[part]}; {what}") for part, share in parts.items()]
         perf = _perf()
-        native = (_native(perf, QUICK_PACED_TOURS if quick else PACED_TOURS, Path(tmp))
+        native = (_native(perf, QUICK_PACED_TOURS if quick else PACED_TOURS,
+                          QUICK_TOURS if quick else TOURS, Path(tmp))
                   if perf else "perf is not installed (Debian's linux-perf)")
     if isinstance(native, str):
         return rows + [_row("native", None, "", f"no native split: {native}")]
     native_notes = {**{name: note for name, _, note in NATIVE_PARTS},
                     "other": "every other library"}
-    what = f"{PACED_TOKENS}-token tours, a token every {PACED_DELAY_MS:g} ms; perf's cpu-clock"
-    for who, shares, whose in (("paced", native[0], "evacore's process"),
-                               ("floor", native[1], "the bare relay's process, same stream")):
+    paced = f"{PACED_TOKENS}-token tours, a token every {PACED_DELAY_MS:g} ms; perf's cpu-clock"
+    one_token = (f"{QUICK_TOURS if quick else TOURS} one-token tours, a new chat every "
+                 f"{PER_CHAT}; perf's cpu-clock")
+    for who, shares, whose, what in (
+            ("paced", native[0], "evacore's process", paced),
+            ("floor", native[1], "the bare relay's process, same stream", paced),
+            ("tour1", native[2], "evacore's process", one_token)):
         rows += [_row(f"{who}_native_{part}", round(share, 1), "%",
                       f"{native_notes[part]}; {whose}; {what}")
                  for part, share in shares.items()]
@@ -330,6 +343,20 @@ def explain(rows: list[dict[str, Any]]) -> str:
             "upstream's read to the client's socket: evacore's parse, frame and checks and the "
             "socket write; py-spy gives the write's line more samples than its time (see the "
             "module's note).")
+    fixed = {k: values.get(f"tour1_native_{k}") for k in ("interpreter", "kernel", "sqlite",
+                                                          "libc", "parsers")}
+    if all(isinstance(v, int | float) for v in fixed.values()):
+        text += (f" **Native split of the one-token tours** (perf, every thread, no stop): "
+                 f"{fixed['interpreter']:g}% the interpreter running Python code, "
+                 f"{fixed['kernel']:g}% the kernel (the sockets, SQLite's file writes), "
+                 f"{fixed['sqlite']:g}% SQLite's library, {fixed['libc']:g}% the C library "
+                 f"and {fixed['parsers']:g}% the C parsers and serializers. py-spy stops the "
+                 "process for each sample and reads the stack when the thread comes back "
+                 "from the kernel, so it gives the lines that end in a system call (the "
+                 "socket writes of the HTTP response) more samples than their time, which "
+                 "inflates the `http_request` share above; perf's split says the fixed part "
+                 "is Python code (the stages, the request's handling, the save), not system "
+                 "calls.")
     evacore = {k: values.get(f"paced_native_{k}") for k in ("kernel", "interpreter")}
     floor = {k: values.get(f"floor_native_{k}") for k in ("kernel", "interpreter")}
     if all(isinstance(v, int | float) for v in [*evacore.values(), *floor.values()]):

@@ -135,6 +135,9 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
     # a lone token's own CPU (a longer stream less a shorter one), beside the bare relay's
     assert float(rows["paced_2ms_evacore_marginal_cpu_us_per_token"].replace(",", "")) > 0
     assert float(rows["paced_2ms_floor_marginal_cpu_us_per_token"].replace(",", "")) > 0
+    # and its system calls: the bare relay reads each token once and writes it once
+    assert 1 <= float(rows["paced_2ms_floor_marginal_syscalls_per_token"]) <= 3
+    assert float(rows["paced_2ms_evacore_marginal_syscalls_per_token"]) > 0
     assert (results.read_bytes() if results.exists() else None) == before
 
 
