@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,27 +89,19 @@ class _Target:
         """µs of CPU and read and write system calls per token of `longer`'s stream beyond
         this one's (medians over rounds of the two in turn): a token's own cost, with no
         request or tour in it (None for the calls where the kernel does not count them)."""
-        short: list[float] = []
-        long: list[float] = []
-        calls: dict[str, list[int]] = {"short": [], "long": []}
-
-        def measure(target: _Target, costs: list[float], kind: str) -> None:
-            costs.append(target.once())
-            if target.calls is not None:
-                calls[kind].append(target.calls)
-
+        runs: dict[_Target, list[tuple[float, int | None]]] = {self: [], longer: []}
         for i in range(rounds):
-            if i % 2:
-                measure(longer, long, "long")
-                measure(self, short, "short")
-            else:
-                measure(self, short, "short")
-                measure(longer, long, "long")
-        per_token = (statistics.median(long) - statistics.median(short)) / extra_tokens
-        if len(calls["short"]) < rounds or len(calls["long"]) < rounds:
-            return per_token, None
-        return per_token, (statistics.median(calls["long"])
-                           - statistics.median(calls["short"])) / extra_tokens
+            for target in ((longer, self) if i % 2 else (self, longer)):
+                runs[target].append((target.once(), target.calls))
+
+        def per_token(values: Callable[[_Target], list[Any]]) -> float:
+            return (statistics.median(values(longer))
+                    - statistics.median(values(self))) / extra_tokens
+
+        cpu = per_token(lambda target: [spent for spent, _ in runs[target]])
+        if any(calls is None for run in runs.values() for _, calls in run):
+            return cpu, None
+        return cpu, per_token(lambda target: [calls for _, calls in runs[target]])
 
     def median(self, rounds: int, idle: float = 0.0) -> float:
         costs = []
@@ -282,7 +275,7 @@ def _marginal_words(value: dict[str, Any]) -> str:
     floor_calls = value.get("paced_2ms_floor_marginal_syscalls_per_token")
     if isinstance(calls, int | float) and isinstance(floor_calls, int | float):
         text += (f" Such a token cost evacore {calls:g} read and write system calls and the "
-                 f"bare relay {floor_calls:g}: the kernel's part of a token is the same for "
-                 "both, and the difference in CPU is code run in the process (the profile "
-                 "benchmark's native split says which).")
+                 f"bare relay {floor_calls:g}: both make the same system calls for it, and the "
+                 "difference in CPU is code run in the process (the profile benchmark's "
+                 "native split says which).")
     return text
