@@ -45,6 +45,13 @@ class TextFrame:
         self.size = len(start) + len(self.end)
 
 
+class LastChunk(bytes):
+    """A channel's frame that ends its stream: it goes out with the response's end in one
+    write (the channel knows nothing follows it)."""
+
+    __slots__ = ()
+
+
 _CHUNK_HEADS = [b"%x\r\n" % size for size in range(2048)]
 """The head of an HTTP/1.1 chunk of each size a relayed token's frame usually has (its size
 in hex and a line end): looked up, not formatted, for every token."""
@@ -68,7 +75,7 @@ class EventStream(Response):
 
     A client that goes away fires `on_gone` at once, even while no frame is due (the
     frames usually wait for the tour's next event); `on_end` runs however the response
-    ends. A slow reader slows the frames: the server's `send` waits while its write
+    ends. A `LastChunk` from `frames` ends the stream with it. A slow reader slows the frames: the server's `send` waits while its write
     buffer is full.
     """
 
@@ -134,6 +141,13 @@ class EventStream(Response):
                             await chunk(scope, receive, send)
                             return
                         continue
+                    if isinstance(chunk, LastChunk):
+                        if not started:
+                            started = True
+                            await send(head)
+                        await send({"type": "http.response.body", "body": chunk,
+                                    "more_body": False})
+                        return
                     await body(chunk)
             if not watcher.done():
                 if not started:

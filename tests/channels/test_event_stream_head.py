@@ -1,6 +1,7 @@
 """A stream whose head waits for its first chunk (the OpenAI-compatible facade's): the head
 goes out with that chunk whoever writes it (the network read's fast lane, the tour's task
-or the channel's frames), and until then the channel may still answer otherwise."""
+or the channel's frames), and until then the channel may still answer otherwise; a last
+chunk the channel marks goes out with the response's end."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from evacore.channels.event_stream import EventStream
+from evacore.channels.event_stream import EventStream, LastChunk
 from evacore.pipeline.events import Batch, EventSink
 
 
@@ -126,3 +127,22 @@ async def test_without_the_option_the_head_goes_first() -> None:
     assert client.kinds() == [200]
     sink.close()
     await task
+
+
+async def test_a_last_chunk_ends_the_response_in_the_same_message() -> None:
+    pulled: list[bytes] = []
+
+    async def frames() -> AsyncIterator[bytes]:
+        for chunk in (b"data: a\n\n", LastChunk(b"data: end\n\n"), b"data: never\n\n"):
+            pulled.append(chunk)
+            yield chunk
+
+    for head_first in (False, True):
+        pulled.clear()
+        client = _Client()
+        stream = EventStream(frames(), {}, on_gone=lambda: None,
+                             head_with_first_chunk=head_first)
+        await (await _respond(stream, client))
+        assert client.kinds() == [200, b"data: a\n\n", b"data: end\n\n"]
+        assert client.sent[-1]["more_body"] is False  # the end is in the last chunk's send
+        assert len(pulled) == 2  # nothing after the last chunk is asked for

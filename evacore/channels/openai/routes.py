@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from evacore.channels.event_stream import EventStream
+from evacore.channels.event_stream import EventStream, LastChunk
 from evacore.channels.openai import binding
 from evacore.channels.openai.chunks import ChunkWriter, completion
 from evacore.channels.openai.conversation import (
@@ -298,17 +298,17 @@ class Answer:
                     yield from_code(failed["code"], failed["message"]).response(self.headers)
                     return
                 await self.remember(None)
-                yield chunk + error_line(from_code(failed["code"], failed["message"]))
+                yield LastChunk(chunk + error_line(from_code(failed["code"], failed["message"])))
                 return
             if chunk:
                 yield chunk
         tour = await self.running.result()
         if tour.error:  # ended without an error event (not expected): still say so
             await self.remember(None)
-            yield error_line(from_code(tour.error["code"], tour.error["message"]))
+            yield LastChunk(error_line(from_code(tour.error["code"], tour.error["message"])))
             return
         await self.remember(turn_of(self.writer.content, self.writer.tool_calls))
-        yield self.writer.finish(tour.finish_reason, tour.usage)
+        yield LastChunk(self.writer.finish(tour.finish_reason, tour.usage))
 
 
 _LATER: set[asyncio.Task[None]] = set()

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.types import Receive
 
-from evacore.channels.event_stream import EventStream, TextFrame
+from evacore.channels.event_stream import EventStream, LastChunk, TextFrame
 from evacore.core import Core
 from evacore.domain.connection_params import RequestParamsField
 from evacore.domain.images import Images
@@ -25,7 +25,7 @@ from evacore.domain.json_values import JsonObject
 from evacore.domain.roles import EnvOverrides
 from evacore.errors import EvacoreError, ProviderError
 from evacore.formats.limits import MAX_MESSAGE_CHARS
-from evacore.pipeline.events import Batch
+from evacore.pipeline.events import Batch, EventSink
 from evacore.pipeline.request import TourRequest
 from evacore.pipeline.tour import Tour
 from evacore.server.auth import AnyUser, Identity
@@ -154,7 +154,7 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
         # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
         code, message = first[0][1]["code"], first[0][1]["message"]
         return error_response(status_for(code), code, message, tour_id=tour.id)
-    return EventStream(_stream(first, events), {"X-Tour-Id": running.id},
+    return EventStream(_stream(first, events, tour.events), {"X-Tour-Id": running.id},
                        on_gone=lambda: running.abort("client disconnected"),
                        on_end=lambda: running.abort("client disconnected"),
                        write_through=(tour.events, _frames),
@@ -174,10 +174,17 @@ def _frames(batch: Batch) -> bytes:
     return b"".join([sse_frame(name, data) for name, data in batch])
 
 
-async def _stream(first: Batch | None, batches: AsyncIterator[Batch]) -> AsyncIterator[bytes]:
-    """One write per batch of queued events (a burst from the provider goes out at once)."""
+async def _stream(first: Batch | None, batches: AsyncIterator[Batch], sink: EventSink
+                  ) -> AsyncIterator[bytes]:
+    """One write per batch of queued events (a burst from the provider goes out at once);
+    the tour's last batch (its sink closed with nothing left in it) ends the response in
+    the same write."""
     if first is None:
         return
-    yield _frames(first)
+    yield _last_or_not(_frames(first), sink)
     async for batch in batches:
-        yield _frames(batch)
+        yield _last_or_not(_frames(batch), sink)
+
+
+def _last_or_not(chunk: bytes, sink: EventSink) -> bytes:
+    return LastChunk(chunk) if sink.closed and not sink.queued() else chunk
