@@ -1,5 +1,5 @@
-"""Running tours of this instance: start them as tasks (the one door, R14.0), abort them,
-shut them down.
+"""Running tours of this instance: start them as tasks (the one door, R14.0) whose first
+step runs at once, abort them, shut them down.
 
 Must not: run stages itself (runner.py does) or speak a channel's protocol. Abort works
 across instances: an abort request for a tour owned elsewhere is a database flag its owner
@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from evacore.eager import eager_task, first_step
 from evacore.logs import get_logger
 from evacore.pipeline import metrics
 from evacore.pipeline.chat_turns import ChatTurns, Turn
@@ -65,6 +66,12 @@ class RunningTour:
                 self.tour.error = {"code": "aborted", "message": "the tour was aborted"}
         return self.tour
 
+    def step_now(self) -> None:
+        """Run the tour's first step now (`TourManager.start(..., now=False)`): its stages up
+        to their first real wait. Nothing is done once the tour's task ran; without this
+        call the task starts on the loop's next pass."""
+        first_step(self.task)
+
     def abort(self, reason: str = "aborted") -> bool:
         """Fire the tour's abort at once (a client that went away, a stop button)."""
         return self.manager.abort_local(self.tour.id, reason)
@@ -80,21 +87,30 @@ class TourManager:
         self.turns = ChatTurns()
         self._poller: asyncio.Task[None] | None = None
 
-    def start(self, request: TourRequest | Tour) -> RunningTour:
+    def start(self, request: TourRequest | Tour, *, now: bool = True) -> RunningTour:
         """Start a tour from any channel. A request is checked first (`InvalidInput` for what
         does not fit); a prepared `Tour` starts as it is. A chat with a full queue of tours
-        is a `Conflict` (409) at once."""
+        is a `Conflict` (409) at once.
+
+        The tour's first step (its stages up to their first real wait, usually the
+        provider's answer) runs before this returns: under load a new task's first step
+        waits for a whole pass of the loop, and the first token with it. A channel that
+        puts something on the tour its stages read (its save hooks, `tour.data`) starts it
+        with `now=False`, puts it there, then calls `RunningTour.step_now()`."""
         if isinstance(request, TourRequest):
             tour = tour_for(request, max_steps=self.core.settings.agent.max_steps)
         else:
             tour = request
         turn = self.turns.enter(tour.chat_id)
-        task = asyncio.create_task(self._run(tour, turn), name=f"tour:{tour.id}")
+        task = eager_task(self._run(tour, turn), name=f"tour:{tour.id}")
         task.add_done_callback(lambda _: self._ended(tour.id, turn))
         self.running[tour.id] = (tour, task)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll_aborts(), name="tour-abort-poller")
-        return RunningTour(self, tour, task)
+        running = RunningTour(self, tour, task)
+        if now:
+            running.step_now()
+        return running
 
     async def _run(self, tour: Tour, turn: Turn) -> None:
         metrics.ACTIVE.inc()

@@ -174,12 +174,13 @@ async def chat_completions(request: Request) -> Response:
 
     target, plan = await transact(core.db, bind)
     try:
-        running = core.tours.start(tour_request(plan, target))
+        running = core.tours.start(tour_request(plan, target), now=False)
     except EvacoreError as exc:
         return from_evacore(exc).response({CHAT_HEADER: plan.chat_id})
     running.tour.diagnostics["openai"] = {"model": body.model, "binding": plan.how}
     answer = Answer(core, plan, conv, running, body, frozenset(
         t["function"]["name"] for t in tools))
+    running.step_now()  # the binding's save hook is on the tour now
     if not body.stream:
         return await answer.whole(request)
     return await answer.stream(request)

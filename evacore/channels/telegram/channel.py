@@ -224,7 +224,7 @@ class TelegramChannel:
         try:
             running = self.core.tours.start(TourRequest(
                 chat_id=bound.chat_id, user_id=user_id, role=who.role, text=got.text,
-                images=got.images, channel_env={"telegram": True}))
+                images=got.images, channel_env={"telegram": True}), now=False)
         except EvacoreError as exc:
             log.warning("telegram.tour_refused", error=exc.message)
             await self._say(message, f"⚠ {exc.message}")
@@ -242,6 +242,7 @@ class TelegramChannel:
         task = asyncio.create_task(self._watch(view), name=f"telegram-tour:{running.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        running.step_now()  # what the outbox's save hook and the view read is in place now
 
     async def _watch(self, view: LiveView) -> None:
         try:
