@@ -148,7 +148,8 @@ def cpu_seconds(pid: int) -> float:
 def cpu_ns(pid: int) -> int:
     """Nanoseconds on a CPU of every live thread of the process: the first field of each
     /proc/<pid>/task/<tid>/schedstat (the scheduler's own account). A thread that ends
-    takes its time with it; `cpu_seconds` (which keeps it) checks for that over a run."""
+    takes its time with it: a window's CPU is measured with `CpuMark`, which keeps the
+    threads apart."""
     return sched(pid)[0]
 
 
@@ -167,14 +168,39 @@ def syscalls(pid: int) -> int | None:
 def sched(pid: int) -> tuple[int, int]:
     """(nanoseconds on a CPU, times put on a CPU) summed over the live threads of the
     process, from their schedstat: the second counts wake-ups (and preemptions)."""
-    ns = runs = 0
+    totals = _threads(pid).values()
+    return sum(ns for ns, _ in totals), sum(runs for _, runs in totals)
+
+
+def _threads(pid: int) -> dict[str, tuple[int, int]]:
+    """Each live thread's (nanoseconds on a CPU, times put on a CPU), by thread id."""
+    out: dict[str, tuple[int, int]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             fields = (task / "schedstat").read_text().split()
-            ns, runs = ns + int(fields[0]), runs + int(fields[2])
+            out[task.name] = (int(fields[0]), int(fields[2]))
         except (OSError, ValueError, IndexError):
             continue  # the thread ended between the listing and the read
-    return ns, runs
+    return out
+
+
+class CpuMark:
+    """A process's threads' scheduler counts at one moment; `since()` gives the CPU
+    nanoseconds and the times put on a CPU of its threads from then on. A thread that ended
+    meanwhile leaves out only its own part of the window (the difference of two sums over the
+    live threads would drop all of its time, and comes out negative when a busy thread ends,
+    such as a database thread closed after idling); one started meanwhile counts whole."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.threads = _threads(pid)
+
+    def since(self) -> tuple[int, int]:
+        ns = runs = 0
+        for tid, (now_ns, now_runs) in _threads(self.pid).items():
+            then_ns, then_runs = self.threads.get(tid, (0, 0))
+            ns, runs = ns + now_ns - then_ns, runs + now_runs - then_runs
+        return ns, runs
 
 
 def sleeps(pid: int) -> int:

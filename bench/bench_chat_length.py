@@ -88,9 +88,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             costs: dict[str, list[float]] = {"fresh": [], "long": []}
             for _ in range(rounds):
                 for name, chat in (("fresh", fresh), ("long", long_)):
-                    before = procs.cpu_ns(server.pid)
+                    mark = procs.CpuMark(server.pid)
                     chats.tour(chat)
-                    costs[name].append((procs.cpu_ns(server.pid) - before) / 1e6)
+                    costs[name].append(mark.since()[0] / 1e6)
             stored = chats.messages(long_)
             records = _wordy_records(chats, folder, QUICK_WORDY_TOURS if quick else WORDY_TOURS)
             chats.http.close()

@@ -68,12 +68,12 @@ class _Target:
     def once(self) -> float:
         """The process's CPU (all threads) in µs over one streamed request, read to its end;
         its system calls in `calls`."""
-        calls, before = procs.syscalls(self.pid), procs.cpu_ns(self.pid)
+        calls, mark = procs.syscalls(self.pid), procs.CpuMark(self.pid)
         with self.http.stream("POST", self.url, json=self.body) as r:
             r.raise_for_status()
             for _ in r.iter_raw():
                 pass
-        spent = (procs.cpu_ns(self.pid) - before) / 1e3
+        spent = mark.since()[0] / 1e3
         after = procs.syscalls(self.pid)
         self.calls = None if calls is None or after is None else after - calls
         return spent

@@ -197,17 +197,17 @@ def _relayed(load_prefix: list[str], proc: procs.Child, plan: dict[str, Any],
     procs.settle(proc.pid, window=0.25)
     core = procs.server_cpu()
     busy0 = procs.core_times(core)
-    cpu0, runs0 = procs.sched(proc.pid)
+    mark = procs.CpuMark(proc.pid)
     started = time.perf_counter()
     with procs.RssPeak(proc.pid) as rss:
         relayed = procs.load(load_prefix, plan, timeout)
         wall = time.perf_counter() - started
-        cpu1, runs1 = procs.sched(proc.pid)
+        window_ns, window_runs = mark.since()
         busy1 = procs.core_times(core)
         procs.settle(proc.pid, window=0.25)  # streams cut at the end are still being saved
-    relayed["cpu_seconds"] = (procs.cpu_ns(proc.pid) - cpu0) / 1e9
-    relayed["window_cpu"] = (cpu1 - cpu0) / 1e9
-    relayed["window_runs"] = runs1 - runs0
+    relayed["cpu_seconds"] = mark.since()[0] / 1e9
+    relayed["window_cpu"] = window_ns / 1e9
+    relayed["window_runs"] = window_runs
     relayed["window_wall"] = wall
     relayed["core_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
     relayed["rss_peak"] = rss.peak
@@ -586,12 +586,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             idle = _idle(server.pid)
             speed_before = procs.calibrate()
             wakeups_before = procs.calibrate_wakeups()
-            ticks0, ns0 = procs.cpu_seconds(server.pid), procs.cpu_ns(server.pid)
+            ticks0, whole_run = procs.cpu_seconds(server.pid), procs.CpuMark(server.pid)
             for i in range(runs):
                 per_run.append(_one_run(load_prefix, relays, setup, scenarios, ups, connections,
                                         first=i == 0))
             ticks = procs.cpu_seconds(server.pid) - ticks0
-            nanos = (procs.cpu_ns(server.pid) - ns0) / 1e9
+            nanos = whole_run.since()[0] / 1e9
             setup.http.close()
         except Exception as exc:
             log = relays.server.tail() if relays is not None else ""
@@ -645,10 +645,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def _idle(pid: int) -> tuple[float, float]:
     """(ms of CPU, wake-ups) per second of a process left alone for IDLE_SECONDS."""
     time.sleep(1.0)  # the warm-up's last save and its first poll behind it
-    cpu0, sleeps0 = procs.sched(pid)[0], procs.sleeps(pid)
+    mark, sleeps0 = procs.CpuMark(pid), procs.sleeps(pid)
     time.sleep(IDLE_SECONDS)
-    cpu1, sleeps1 = procs.sched(pid)[0], procs.sleeps(pid)
-    return (cpu1 - cpu0) / 1e6 / IDLE_SECONDS, (sleeps1 - sleeps0) / IDLE_SECONDS
+    cpu, sleeps1 = mark.since()[0], procs.sleeps(pid)
+    return cpu / 1e6 / IDLE_SECONDS, (sleeps1 - sleeps0) / IDLE_SECONDS
 
 
 def _warm_litellm(url: str, model: str, tours: int = WARM_TOURS) -> None:
