@@ -65,7 +65,8 @@ GREENLET_ROOTS = ("Session.", "TransactionalContext.", "AsyncAdapt_")
 
 PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("http_request", ("RequestResponseCycle.run_asgi (",),
-     "the HTTP request through uvicorn, Starlette's and FastAPI's layers and the route"),
+     ("the HTTP request through uvicorn, Starlette's and FastAPI's layers and the route (not "
+      "the stages a request's turn runs when it starts the tour: they count as theirs)")),
     ("fastapi_dependencies", ("solve_dependencies (",),
      "FastAPI resolving a route's parameters (auth, body, core)"),
     ("stage_01_user_input", ("UserInput.run (",), "stage 1"),
@@ -91,6 +92,8 @@ PARTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("fast_lane", ("_Conn.data_received (",),
      "a token's path from the upstream read to the client's socket (the fast lane)"),
 )
+
+STAGES = frozenset(name for name, _, _ in PARTS if name.startswith("stage_"))
 
 
 def _py_spy() -> str | None:
@@ -128,9 +131,12 @@ def shares(raw: str) -> tuple[int, dict[str, float]]:
             continue
         if LOOP in frames[-1]:
             counts["loop_own"] += samples
-        for name, marks, _ in PARTS:
-            if any(mark in frame for frame in frames for mark in marks):
-                counts[name] += samples
+        found = {name for name, marks, _ in PARTS
+                 if any(mark in frame for frame in frames for mark in marks)}
+        if found & STAGES:  # a stage run in the request's turn (the tour's first step)
+            found.discard("http_request")
+        for name in found:
+            counts[name] += samples
     return total, {name: 100.0 * counts[name] / total for name in
                    ("loop_own", *(p[0] for p in PARTS), "orm_in_greenlets")} if total else {}
 

@@ -241,8 +241,9 @@ def run(quick: bool = False) -> list[dict]:
 
 def test_r11_the_profile_counts_each_part_of_the_loops_samples() -> None:
     """bench_profile's shares: only samples of the event loop's thread count, a part's share
-    holds every sample with one of its frames anywhere in the stack, and the loop's own share
-    is the samples whose innermost frame is the loop itself."""
+    holds every sample with one of its frames anywhere in the stack (the HTTP request's but
+    those inside a stage), and the loop's own share is the samples whose innermost frame is
+    the loop itself."""
     spec = importlib.util.spec_from_file_location("bench_profile_shares", BENCH / "bench_profile.py")
     assert spec is not None and spec.loader is not None
     profile = importlib.util.module_from_spec(spec)
@@ -267,6 +268,10 @@ def test_r11_the_profile_counts_each_part_of_the_loops_samples() -> None:
     assert parts["http_request"] == parts["fastapi_dependencies"] == 10.0
     assert parts["loop_own"] == 40.0
     assert parts["fast_lane"] == 0.0
+    # a stage run in the request's turn (the tour's first step) counts as that stage only
+    raw = f"{loop};RequestResponseCycle.run_asgi (h.py:2);Macros.run (m.py:4) 10"
+    total, parts = profile.shares(raw)
+    assert parts["stage_02_macros"] == 100.0 and parts["http_request"] == 0.0
 
 
 def test_r11_the_native_profile_groups_perfs_libraries() -> None:
