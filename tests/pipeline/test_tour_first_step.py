@@ -17,14 +17,18 @@ async def _master_id(client: httpx.AsyncClient) -> str:
     return str((await client.get("/v1/me")).json()["id"])
 
 
+async def _request(client: httpx.AsyncClient, fake: FakeUpstream, reply: str) -> TourRequest:
+    """A master's tour on a new chat whose upstream answers `reply`."""
+    chat = await new_chat(client, await fake_connection(client, fake))
+    fake.script.reply(reply)
+    return TourRequest(chat_id=chat, user_id=await _master_id(client), role="master",
+                       text="Hi")
+
+
 async def test_a_tour_has_begun_when_start_returns(
     client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream
 ) -> None:
-    chat = await new_chat(client, await fake_connection(client, openai_fake))
-    master = await _master_id(client)
-    openai_fake.script.reply("Hello there.")
-    running = core.tours.start(TourRequest(chat_id=chat, user_id=master, role="master",
-                                           text="Hi"))
+    running = core.tours.start(await _request(client, openai_fake, "Hello there."))
     assert "waited_ms" in running.tour.diagnostics  # its task has run, with no await here
     tour = await running.result()
     assert tour.status == "completed" and tour.answer == "Hello there."
@@ -33,11 +37,7 @@ async def test_a_tour_has_begun_when_start_returns(
 async def test_a_channel_can_prepare_the_tour_before_its_first_step(
     client: httpx.AsyncClient, core: Core, openai_fake: FakeUpstream
 ) -> None:
-    chat = await new_chat(client, await fake_connection(client, openai_fake))
-    master = await _master_id(client)
-    openai_fake.script.reply("Prepared.")
-    running = core.tours.start(TourRequest(chat_id=chat, user_id=master, role="master",
-                                           text="Hi"), now=False)
+    running = core.tours.start(await _request(client, openai_fake, "Prepared."), now=False)
     assert "waited_ms" not in running.tour.diagnostics  # nothing ran yet
     running.tour.diagnostics["channel"] = "mine"
     running.step_now()
