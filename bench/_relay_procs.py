@@ -150,7 +150,7 @@ def cpu_ns(pid: int) -> int:
     /proc/<pid>/task/<tid>/schedstat (the scheduler's own account). A thread that ends
     takes its time with it: a window's CPU is measured with `CpuMark`, which keeps the
     threads apart."""
-    return sched(pid)[0]
+    return sum(ns for ns, _ in _threads(pid).values())
 
 
 def syscalls(pid: int) -> int | None:
@@ -163,13 +163,6 @@ def syscalls(pid: int) -> int | None:
         return int(fields["syscr"]) + int(fields["syscw"])
     except (OSError, KeyError, ValueError):
         return None
-
-
-def sched(pid: int) -> tuple[int, int]:
-    """(nanoseconds on a CPU, times put on a CPU) summed over the live threads of the
-    process, from their schedstat: the second counts wake-ups (and preemptions)."""
-    totals = _threads(pid).values()
-    return sum(ns for ns, _ in totals), sum(runs for _, runs in totals)
 
 
 def _threads(pid: int) -> dict[str, tuple[int, int]]:

@@ -75,8 +75,8 @@ class EventStream(Response):
 
     A client that goes away fires `on_gone` at once, even while no frame is due (the
     frames usually wait for the tour's next event); `on_end` runs however the response
-    ends. A `LastChunk` from `frames` ends the stream with it. A slow reader slows the frames: the server's `send` waits while its write
-    buffer is full.
+    ends. A `LastChunk` from `frames` goes out with the response's end. A slow reader
+    slows the frames: the server's `send` waits while its write buffer is full.
     """
 
     def __init__(self, frames: AsyncIterator[bytes | Response], headers: Mapping[str, str],
@@ -101,6 +101,8 @@ class EventStream(Response):
         watcher = asyncio.ensure_future(self._watch(receive))
         head = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         started = not self.head_with_first_chunk
+        last = b""
+        """What goes out with the response's end: a `LastChunk` of the frames, else nothing."""
         try:
             if started:
                 await send(head)
@@ -142,18 +144,14 @@ class EventStream(Response):
                             return
                         continue
                     if isinstance(chunk, LastChunk):
-                        if not started:
-                            started = True
-                            await send(head)
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": False})
-                        return
+                        last = chunk
+                        break
                     await body(chunk)
             if not watcher.done():
                 if not started:
                     started = True
                     await send(head)
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await send({"type": "http.response.body", "body": last, "more_body": False})
         finally:
             watcher.cancel()
             if self.write_through is not None:
