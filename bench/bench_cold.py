@@ -39,7 +39,7 @@ GAPS_MS = (1.0, 5.0)
 WARM_TOURS, QUICK_WARM_TOURS = 5, 1
 MARGINAL_TOKENS = (200, 400)
 MARGINAL_GAP_MS = 2.0
-MARGINAL_ROUNDS, QUICK_MARGINAL_ROUNDS = 15, 2
+MARGINAL_ROUNDS, QUICK_MARGINAL_ROUNDS = 15, 5
 """Requests of each length, the two lengths alternated (which goes first flips each round) so
 that a drift of the shared machine falls on both."""
 MESSAGE = "Hello there, how are you today?"
