@@ -175,13 +175,15 @@ def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
     it the ordinary way (which waits for the buffer to drain). None for any other server.
 
     A relayed token is one such chunk: this spares it the `send` coroutine and its checks."""
-    found = _connection(send)
-    if found is None:
+    cycle = _cycle(send)
+    if cycle is None:
         return None
-    takes_now, transport = found
+    flow, transport = cycle.flow, cycle.transport
 
     def write(chunk: bytes) -> bool:
-        if not takes_now():
+        # uvicorn's `send` for a body chunk: the same checks, in one expression
+        if (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
+                or not cycle.response_started or cycle.response_complete):
             return False
         transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
         return True
@@ -196,15 +198,16 @@ def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None
     watcher has not seen the client go and the channel frames a text alone (False, with
     nothing made, otherwise). A relayed token's whole way to the socket: its JSON, its
     frame and the chunk around it joined at once, written in one call."""
-    found = _connection(send)
-    if found is None:
+    cycle = _cycle(send)
+    if cycle is None:
         return None
-    takes_now, transport = found
-    dumps = orjson.dumps
+    flow, transport, dumps, done = cycle.flow, cycle.transport, orjson.dumps, watcher.done
 
     def write(text: str) -> bool:
         start = frame.start
-        if start is None or not text or watcher.done() or not takes_now():
+        if (start is None or not text or done() or flow.write_paused or cycle.disconnected
+                or not cycle.chunked_encoding or not cycle.response_started
+                or cycle.response_complete):
             return False
         body = dumps(text)
         size = frame.size + len(body)
@@ -218,24 +221,18 @@ def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None
     return write
 
 
-def _connection(send: Any) -> tuple[Callable[[], bool], Any] | None:
-    """For `send` of uvicorn's httptools server, on a response with a body: whether the
-    connection takes a body chunk at once (its writes not paused by a full buffer, the
-    client there, the chunked response started and not complete), and its transport. None
-    for any other server or response."""
+def _cycle(send: Any) -> Any:
+    """For `send` of uvicorn's httptools server, on a response with a body: its request's
+    cycle, whose attributes say whether the connection takes a body chunk at once (its
+    writes not paused by a full buffer, the client there, the chunked response started and
+    not complete) and hold its transport. None for any other server or response."""
     cycle = getattr(send, "__self__", None)
     if type(cycle).__module__ != "uvicorn.protocols.http.httptools_impl" or not all(
             hasattr(cycle, name) for name in (
                 "flow", "transport", "chunked_encoding", "disconnected", "response_started",
                 "response_complete", "scope")) or cycle.scope.get("method") == "HEAD":
         return None
-    flow = cycle.flow
-
-    def takes_now() -> bool:
-        return not (flow.write_paused or cycle.disconnected or not cycle.chunked_encoding
-                    or not cycle.response_started or cycle.response_complete)
-
-    return takes_now, cycle.transport
+    return cycle
 
 
 def _start(coro: Coroutine[Any, Any, None], on_error: Callable[[], None]

@@ -72,7 +72,9 @@ class FastLane:
         loads, JSONDecodeError, monotonic = orjson.loads, orjson.JSONDecodeError, time.monotonic
 
         def take(body: bytes) -> bool:
-            if tap.take is None or self.closed or utf8.buffer or not decoder.idle():
+            # the decoder holds nothing (`SSEDecoder.idle`, read here without the call)
+            if (tap.take is None or self.closed or utf8.buffer or decoder._buf
+                    or decoder._data or decoder._event):
                 return False
             try:
                 # the usual paced token: a chunk that is one `data: ` event of the template
@@ -81,27 +83,28 @@ class FastLane:
                 # refuses events with them) and a JSON string holds none unescaped, so the
                 # chunk is that one event; only the string is parsed, as the whole parse
                 # would read it
-                piece = None
                 t = self.state
-                if type(t) is Template and t.model == self.model:
-                    at, size = t.start_len, len(body)
-                    if (at and size > t.end_at and body[at] == 34  # '"'
-                            and body.startswith(t.start) and body.endswith(t.end)):
+                if (type(t) is Template and t.model == self.model and len(body) > t.end_at
+                        and body.startswith(t.start) and body.endswith(t.end)):
+                    at = t.start_len
+                    if at and body[at] == 34:  # '"'
                         try:
-                            piece = loads(body[at:size - t.end_at + at])
+                            piece = loads(body[at:len(body) - t.end_at + at])
                         except JSONDecodeError:
                             piece = None
-                        if type(piece) is not str or not piece:
-                            piece = None
-                if piece is None:
-                    texts = self._texts(body)
-                    if texts is None:
-                        return False
-                    if len(texts) == 1:
-                        piece = texts[0]
-                if piece is not None:
+                        if type(piece) is str and piece:
+                            give = tap.take_text
+                            if (give is not None and give(piece)) or tap.take([piece]):
+                                clock.first_token_seen = True  # the idle deadline runs from now
+                                clock.token_at = monotonic()
+                                return True
+                            return False
+                texts = self._texts(body)
+                if texts is None:
+                    return False
+                if len(texts) == 1:
                     give = tap.take_text
-                    taken = (give is not None and give(piece)) or tap.take([piece])
+                    taken = (give is not None and give(texts[0])) or tap.take(texts)
                 else:
                     taken = tap.take(texts)
             except Exception:  # noqa: BLE001 - a tap that fails refuses; the ordinary path goes on
