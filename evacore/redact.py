@@ -257,6 +257,12 @@ class _Clean:
         """The longest object kept: a longer one (a request, split further) is not looked up,
         which would hash all its bytes."""
         self.lists: dict[bytes, int] = {}
+        self.list_bytes = 0
+        """The bytes of the lists' fronts kept."""
+        self.heads: dict[bytes, dict[bytes, None]] = {}
+        """The lists' fronts by their first `_HEAD` bytes, the most recently used last: a
+        list is looked for only among those it could begin with (a chat's messages among
+        that chat's, a list seen for the first time among none)."""
 
     def has_object(self, raw: bytes) -> bool:
         if len(raw) > self.largest:
@@ -274,16 +280,43 @@ class _Clean:
         all of them when it is one."""
         size = len(raw)
         with _lock:  # another thread's scan may reorder the lists meanwhile
-            for front, parts in reversed(self.lists.items()):
+            fronts = self.heads.get(raw[:_HEAD])
+            if not fronts:
+                return 0
+            for front in reversed(fronts):
                 n = len(front)
                 if n < size and raw[n] in _NEXT and raw.startswith(front):
-                    self.lists.pop(front, None)
+                    parts = self.lists.pop(front)
                     self.lists[front] = parts
+                    del fronts[front]
+                    fronts[front] = None
                     return parts
         return 0
 
+    def keep_list(self, front: bytes, parts: int) -> None:
+        """Remember a clean list (the caller holds `_lock`), the least recently used going
+        past `_CLEAN_LISTS` lists or `_CLEAN_LIST_BYTES` bytes."""
+        if self.lists.pop(front, None) is None:
+            self.list_bytes += len(front)
+        self.lists[front] = parts
+        fronts = self.heads.setdefault(front[:_HEAD], {})
+        fronts.pop(front, None)
+        fronts[front] = None
+        while self.lists and (len(self.lists) > _CLEAN_LISTS
+                              or self.list_bytes > _CLEAN_LIST_BYTES):
+            gone = next(iter(self.lists))
+            del self.lists[gone]
+            self.list_bytes -= len(gone)
+            head = self.heads[gone[:_HEAD]]
+            del head[gone]
+            if not head:
+                del self.heads[gone[:_HEAD]]
+
 
 _NEXT = (ord(","), ord("]"))
+_HEAD = 64
+"""The bytes a list's front is indexed by (every front kept is longer: only lists of at
+least `_SPLIT_AT` bytes are split and remembered)."""
 _clean = _Clean()
 
 
@@ -355,9 +388,7 @@ def _keep_clean(clean: _Clean, found: _Found) -> None:
             clean.largest = max(clean.largest, len(part))
         _bound(clean.objects, _CLEAN_BYTES, len(clean.objects))
         for front, parts in found.lists:
-            clean.lists.pop(front, None)
-            clean.lists[front] = parts
-        _bound(clean.lists, _CLEAN_LIST_BYTES, _CLEAN_LISTS)
+            clean.keep_list(front, parts)
 
 
 def _bound(kept: dict[bytes, Any], most_bytes: int, most: int) -> None:

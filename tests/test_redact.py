@@ -263,6 +263,29 @@ def test_the_lists_known_clean_stay_within_their_bounds() -> None:
     assert sum(len(k) for k in r._clean.lists) <= r._CLEAN_LIST_BYTES
 
 
+def test_a_chats_front_is_found_among_many_known_lists_that_begin_the_same_way(
+        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Lists are looked for among those with the same first bytes: every chat's messages
+    begin with the same role and words, yet each chat's own front is found (and only its
+    new message scanned), before and after older lists are dropped past the bound."""
+    chats = r._CLEAN_LISTS + 30
+    for chat in range(chats):
+        r.redact_json(_chat_request([f"line {i} of chat {chat}" for i in range(12)]))
+    kept = r._clean
+    assert len(kept.lists) <= r._CLEAN_LISTS
+    assert sorted(front for fronts in kept.heads.values() for front in fronts) == sorted(
+        kept.lists)
+    assert kept.list_bytes == sum(len(front) for front in kept.lists)
+    scanned = _scanned(monkeypatch)
+    newest = chats - 1
+    r.redact_json(_chat_request([*[f"line {i} of chat {newest}" for i in range(12)], "new"]))
+    assert "new" in scanned[0]
+    assert "line 3 of chat" not in scanned[0]
+    scanned.clear()
+    r.redact_json(_chat_request([*[f"line {i} of chat 0" for i in range(12)], "again"]))
+    assert "line 3 of chat 0" in scanned[0]  # dropped past the bound: scanned whole again
+
+
 def test_scans_in_several_threads_at_once_do_not_trip_over_each_other() -> None:
     """Lists found clean are reordered as they are used: a scan in one thread must not fail
     while another one's changes them (a log line can be redacted off the event loop)."""
