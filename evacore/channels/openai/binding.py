@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evacore.channels.openai.conversation import Conversation, Turn, digest
+from evacore.channels.openai.conversation import Conversation, Turn
 from evacore.channels.openai.errors import FacadeError
 from evacore.store import bindings
 from evacore.store import chats as chat_store
@@ -59,7 +59,7 @@ async def plan_for(s: AsyncSession, who: Identity, target: Target, conv: Convers
     """Find or create the chat and put the client's tool results in it (in the caller's
     transaction)."""
     scope = scope_of(who, target, end_user)
-    whole = digest(conv.turns)
+    whole = conv.digest()
     if named is not None:
         plan = await _named(s, who, named, whole, end_user)
     else:
@@ -97,7 +97,7 @@ async def _named(s: AsyncSession, who: Identity, chat_id: str, whole: str,
 
 
 async def _matched(s: AsyncSession, scope: str, conv: Conversation, whole: str) -> Plan | None:
-    found = await bindings.find_chat(s, scope, full=digest(conv.prior))
+    found = await bindings.find_chat(s, scope, full=conv.digest(prior=True))
     if found is not None:
         return Plan(found, scope, how="continue")
     found = await bindings.find_chat(s, scope, turn=whole)
@@ -156,7 +156,7 @@ async def _new_chat(s: AsyncSession, who: Identity, target: Target,
 def seen_digest(conv: Conversation, answer: Turn | None) -> str:
     """The digest of what the client has seen: its conversation plus the answer (or, after a
     failure, without one)."""
-    return digest([*conv.turns, answer] if answer is not None else conv.turns)
+    return conv.digest(answer)
 
 
 async def record(core: Core, plan: Plan, conv: Conversation, answer: Turn | None) -> None:
@@ -167,4 +167,4 @@ async def record(core: Core, plan: Plan, conv: Conversation, answer: Turn | None
 
 async def record_in(s: AsyncSession, plan: Plan, conv: Conversation, seen: str) -> None:
     """`record` in the caller's transaction (the tour's save), `seen` from `seen_digest`."""
-    await bindings.bind(s, plan.chat_id, plan.scope, full=seen, turn=digest(conv.turns))
+    await bindings.bind(s, plan.chat_id, plan.scope, full=seen, turn=conv.digest())

@@ -96,8 +96,10 @@ class Turn:
                 self.tool_call_id or ""]
 
 
-def digest(turns: list[Turn]) -> str:
-    return hashlib.sha256(orjson.dumps([t.key() for t in turns])).hexdigest()
+def _digest(keys: list[bytes]) -> str:
+    """The digest of turns by their serialized keys: SHA-256 of the JSON list of the keys
+    (built from the serialized keys in place: the same bytes as serializing the list)."""
+    return hashlib.sha256(b"[" + b",".join(keys) + b"]").hexdigest()
 
 
 @dataclass
@@ -107,15 +109,27 @@ class Conversation:
     system: list[str]
     turns: list[Turn]
     prior: list[Turn]
-    """The conversation the request goes on from (what a continued chat must hold)."""
+    """The conversation the request goes on from (what a continued chat must hold): the
+    first turns of `turns`."""
     text: str = ""
     images: list[str] = field(default_factory=list)
     results: dict[str, str] = field(default_factory=dict)
     """When the request ends with tool messages: the client's results by call id."""
+    _keys: list[bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ends_with_results(self) -> bool:
         return bool(self.results)
+
+    def digest(self, answer: Turn | None = None, *, prior: bool = False) -> str:
+        """The digest of the turns (`prior`: of the prior turns only), with `answer` after
+        them when given. Each turn's key is serialized once a request, however many
+        digests its binding takes (four, each over the whole conversation the client
+        resent)."""
+        if self._keys is None:
+            self._keys = [orjson.dumps(t.key()) for t in self.turns]
+        keys = self._keys[:len(self.prior)] if prior else self._keys
+        return _digest([*keys, orjson.dumps(answer.key())] if answer is not None else keys)
 
 
 def _parts(content: Any, where: str) -> tuple[str, list[str]]:

@@ -246,3 +246,34 @@ async def test_r14_1_a_streamed_answer_is_bound_in_the_transaction_that_saves_it
                                        {"role": "user", "content": "How many?"}])
     assert (chat2, answer) == (chat, "Thirty.")
     assert len(await messages(client, chat)) == 6
+
+
+def test_a_conversations_digests_are_the_stored_ones_of_before() -> None:
+    """Bindings stored earlier hold SHA-256 of the JSON list of the turns' keys: the digests
+    built from each turn's key serialized once are those same bytes (a client's chat is still
+    found after an upgrade), for the whole conversation, its prior turns and with an answer."""
+    import hashlib
+
+    import orjson
+
+    from evacore.channels.openai.conversation import Turn, parse_messages
+
+    def stored(turns: list[Turn]) -> str:
+        return hashlib.sha256(orjson.dumps([t.key() for t in turns])).hexdigest()
+
+    conv = parse_messages([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "  Привет, «мир» \u2028 \"quoted\" 🙂  "},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "look", "arguments": {"q": "x"}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "And now?"}])
+    answer = Turn("assistant", "An answer.", tool_calls=(("c2", "look", "{}"),))
+    assert conv.digest() == stored(conv.turns)
+    assert conv.digest(prior=True) == stored(conv.prior)
+    assert conv.digest(answer) == stored([*conv.turns, answer])
+    assert conv.digest(prior=True) != conv.digest()
+    one = parse_messages([{"role": "user", "content": "Hi"}])
+    assert one.digest(prior=True) == stored([]) and one.digest() == stored(one.turns)
