@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
 from evacore.errors import Conflict, InvalidInput, NotFound
+from evacore.store import direct
 from evacore.store.tables import Chat, MemoryBlock
 
 SCOPES = ("chat", "character", "user")
@@ -140,6 +141,48 @@ def _blocks_statement(scopes: int) -> Select[tuple[MemoryBlock]]:
         & (MemoryBlock.scope_id == bindparam(f"p_id_{n}")) for n in range(scopes))))
 
 
+@dataclass(frozen=True, slots=True)
+class BlockView:
+    """What a prompt shows of a memory block (read for the prompt, never written back)."""
+
+    id: str
+    scope_kind: str
+    scope_id: str
+    label: str
+    content: str
+    mandatory: bool
+    read_only: bool
+    limit: int
+    position: str | None
+    role: str | None
+    created_at: Any
+
+
+_VIEW_COLUMNS = tuple(MemoryBlock.__table__.c[name] for name in BlockView.__slots__)
+
+
+@cache
+def _views_statement(scopes: int) -> Select[Any]:
+    """`_blocks_statement` for the columns of a `BlockView`, built once per number of scopes."""
+    c = MemoryBlock.__table__.c
+    return select(*_VIEW_COLUMNS).where(or_(*(
+        (c.scope_kind == bindparam(f"p_kind_{n}")) & (c.scope_id == bindparam(f"p_id_{n}"))
+        for n in range(scopes))))
+
+
+async def block_views_for_chat(s: AsyncSession, scopes: ChatScopes) -> list[BlockView]:
+    """`blocks_for_chat` as views, read with a statement run on the driver
+    (`store/direct.py`): the memory stage's read, in a tour's lean session, without the
+    ordinary session the ORM's entities would open."""
+    pairs = scopes.pairs()
+    params = {}
+    for n, (kind, scope_id) in enumerate(pairs):
+        params[f"p_kind_{n}"], params[f"p_id_{n}"] = kind, scope_id
+    rows = await direct.execute(s, _views_statement(len(pairs)), params)
+    views = [BlockView(*row) for row in rows]
+    return sorted(views, key=lambda b: (SCOPE_ORDER.get(b.scope_kind, 9), b.created_at, b.id))
+
+
 async def blocks_for_chat(s: AsyncSession, scopes: ChatScopes) -> list[MemoryBlock]:
     """Every block in this chat's prompts, in prompt order (user, character, chat; then by
     creation)."""
@@ -161,7 +204,7 @@ def find_for_chat(blocks: list[MemoryBlock], name: str) -> MemoryBlock | None:
     return labelled[0] if labelled else None
 
 
-def render_block(block: MemoryBlock, content: str | None = None) -> str:
+def render_block(block: MemoryBlock | BlockView, content: str | None = None) -> str:
     """The text a block puts into the prompt: its label, fill and flags, then its content."""
     body = block.content if content is None else content
     flags = ' read_only="true"' if block.read_only else ""

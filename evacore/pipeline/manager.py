@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from evacore.eager import eager_task, first_step
@@ -23,6 +24,7 @@ from evacore.pipeline.request import TourRequest, tour_for
 from evacore.pipeline.runner import run_tour
 from evacore.pipeline.tour import Tour
 from evacore.store import tours as tour_store
+from evacore.store.lean import transact
 from evacore.ticks import sleep_to_next
 
 if TYPE_CHECKING:
@@ -164,10 +166,10 @@ class TourManager:
             if not self.running:
                 break
             try:
-                waiting = broker.waiting()
-                async with self.core.session() as s:
-                    flagged = await tour_store.aborts_requested_here(s, self.core.instance_id)
-                    answers = await tour_store.take_answers(s, waiting)
+                # a lean transaction on SQLite (`store/lean.py`): twice a second while tours
+                # run, so its session's own cost falls on every paced token
+                flagged, answers = await transact(self.core.db, partial(
+                    _requests_here, instance_id=self.core.instance_id, waiting=broker.waiting()))
                 for tour_id in flagged:
                     self.abort_local(tour_id, "aborted")
                 for answer in answers:
@@ -187,3 +189,11 @@ class TourManager:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
+
+
+async def _requests_here(s: Any, *, instance_id: str, waiting: list[tuple[str, str]]
+                         ) -> tuple[list[str], list[Any]]:
+    """What the abort poll reads in one transaction: the tours running here that someone asked
+    to abort, and the relayed answers to the client ops these tours wait for."""
+    return (await tour_store.aborts_requested_here(s, instance_id),
+            await tour_store.take_answers(s, waiting))

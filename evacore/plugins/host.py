@@ -24,6 +24,8 @@ from evacore.macros.engine import MacroEngine
 from evacore.plugins.context import CtxBase
 from evacore.plugins.manager import PluginManager
 from evacore.prompt.changelog import ChangeLog
+from evacore.store import direct
+from evacore.store.lean import transact
 from evacore.store.tables import PluginRecord
 from evacore.ticks import sleep_to_next
 
@@ -43,6 +45,8 @@ PLUGIN_FAILURES = Counter(
 
 SYNC_SECONDS = 2.0
 """How often an instance takes the plugin state other instances stored."""
+_STATES = select(PluginRecord.__table__.c.name, PluginRecord.__table__.c.state)
+"""Built once: every instance reads it every `SYNC_SECONDS`."""
 
 
 class PluginHost:
@@ -64,7 +68,7 @@ class PluginHost:
         what this instance last read or wrote, unless it has changes of its own not yet
         written."""
         began = dict(self._writes)
-        rows = (await session.execute(select(PluginRecord.name, PluginRecord.state))).all()
+        rows = await direct.execute(session, _STATES, {})
         # A row this instance is writing, or wrote while the read ran, may be read as it was
         # before that write: taking it would undo the change (a failure counted meanwhile).
         changed = {name: dict(state or {}) for name, state in rows
@@ -81,8 +85,7 @@ class PluginHost:
             while True:
                 await sleep_to_next(every)
                 try:
-                    async with db.session() as s:
-                        await self.refresh(s)
+                    await transact(db, self.refresh)  # lean on SQLite
                 except Exception:  # a database hiccup: the next round tries
                     log.warning("plugins.sync_failed", exc_info=True)
 

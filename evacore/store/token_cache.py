@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.logs import get_logger
 from evacore.store import direct
+from evacore.store.lean import transact
 from evacore.store.tables import Setting
 from evacore.ticks import sleep_to_next
 
@@ -107,8 +108,7 @@ class TokenCache:
             if not self._known:
                 return
             try:
-                async with self.db.session() as s:
-                    epoch = await read_epoch(s)
+                epoch = await transact(self.db, read_epoch)  # lean on SQLite
                 if self._epoch is not None and epoch != self._epoch:
                     self._known.clear()
                 self._epoch = epoch

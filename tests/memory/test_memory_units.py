@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import pytest
 
 from evacore.memory._terms import query_terms, words
+from evacore.memory.blocks import BlockView
 from evacore.memory.chunking import chunk_text
 from evacore.memory.ranking import Candidate, idf, lexical_score, pack, recency, relevance
-from evacore.prompt.elements import Element
 from evacore.pipeline.stages.memory import insert_blocks
 from evacore.pipeline.tour import Tour
-from evacore.store.tables import MemoryBlock
+from evacore.prompt.elements import Element
 
 
 def test_r2_5_chunks_overlap_and_cover_the_text() -> None:
@@ -82,8 +82,8 @@ def _tour(*ids: str) -> Tour:
     return tour
 
 
-def _blk(label: str, position: str = "after_char", mandatory: bool = False) -> MemoryBlock:
-    return MemoryBlock(id=label, scope_kind="chat", scope_id="c", label=label, content=label,
+def _blk(label: str, position: str = "after_char", mandatory: bool = False) -> BlockView:
+    return BlockView(id=label, scope_kind="chat", scope_id="c", label=label, content=label,
                        mandatory=mandatory, read_only=False, limit=100, position=position,
                        role="system", created_at=datetime.now(UTC))
 

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from evacore.core import Core
 from evacore.plugins.host import PluginHost
+from evacore.store import direct
 from evacore.store.tables import PluginRecord
 from tests.plugins.conftest import Loader
 from tests.plugins.test_plugins_loading import GOOD
@@ -75,7 +76,7 @@ async def test_r14_5_another_instances_change_is_still_taken(
 
 
 async def test_r14_5_a_read_that_a_write_of_ours_overtook_is_not_taken(
-        core: Core, load_plugins: Loader) -> None:
+        core: Core, load_plugins: Loader, monkeypatch: pytest.MonkeyPatch) -> None:
     """The read began before this instance's write and ended after its commit: what it read
     is older than that write, though nothing is being written any more."""
     host = PluginHost(load_plugins({"good.py": GOOD}))
@@ -83,25 +84,20 @@ async def test_r14_5_a_read_that_a_write_of_ours_overtook_is_not_taken(
         await host.persist(s, {"good"})
     host.manager.record_failure("good", "interceptor", "error", "while reading")
 
-    async with core.db.session() as reading:
-        read = reading.execute
+    read = direct.execute
+    overtaken = []
 
-        async def read_then_write(*args, **kwargs):  # type: ignore[no-untyped-def]
-            result = await read(*args, **kwargs)
-            rows = result.all()  # the state before the failure's write
+    async def read_then_write(session, stmt, params):  # type: ignore[no-untyped-def]
+        rows = await read(session, stmt, params)  # the state before the failure's write
+        if not overtaken:
+            overtaken.append(True)
             async with core.db.session() as writing:
                 await host.save_hook(writing, None)
-            return _Rows(rows)
+        return rows
 
-        reading.execute = read_then_write  # type: ignore[method-assign]
+    monkeypatch.setattr(direct, "execute", read_then_write)
+    async with core.db.session() as reading:
         await host.refresh(reading)
+    assert overtaken
     assert host.manager.state("good").failures == 1
     assert await _stored_failures(core) == 1
-
-
-class _Rows:
-    def __init__(self, rows: list) -> None:  # type: ignore[type-arg]
-        self._rows = rows
-
-    def all(self) -> list:  # type: ignore[type-arg]
-        return self._rows

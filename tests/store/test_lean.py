@@ -237,3 +237,41 @@ async def test_a_read_session_turns_ordinary_for_an_orm_read_and_closes_whole(co
     await reading.close()
     assert _idle(core) == idle
     await _written_at_once(core, "after-read")
+
+
+async def test_the_reads_of_tours_and_pollers_stay_lean(core: Core) -> None:
+    """A setting, a chat's memory blocks, the plugins' stored state, the auth epoch and the
+    abort poll's reads: each is read on the driver, so a lean session stays lean for them
+    (an ordinary session would cost a tour more than its statements do)."""
+    if core.engine.dialect.name != "sqlite":
+        pytest.skip("the lean session is SQLite's")
+    from evacore.memory.blocks import ChatScopes, block_views_for_chat
+    from evacore.pipeline.manager import _requests_here
+    from evacore.plugins.host import PluginHost
+    from evacore.plugins.manager import PluginManager
+    from evacore.store.recall import forget
+    from evacore.store.settings import get_setting, put_setting
+    from evacore.store.tables import MemoryBlock
+    from evacore.store.token_cache import read_epoch
+
+    async with core.session() as s:
+        s.add(Chat(id="lean-blocks", title="blocks"))
+        await s.flush()
+        for label, kind, scope in (("mine", "chat", "lean-blocks"), ("yours", "user", "u1"),
+                                   ("other", "chat", "elsewhere")):
+            s.add(MemoryBlock(scope_kind=kind, scope_id=scope, label=label, content=label))
+        await put_setting(s, "lean-key", {"a": 1})
+    reading = lean.take(core.db)
+    assert reading is not None
+    try:
+        forget(reading, "settings")
+        assert await get_setting(reading, "lean-key") == {"a": 1}
+        assert await get_setting(reading, "lean-missing") is None
+        views = await block_views_for_chat(reading, ChatScopes("lean-blocks", None, "u1"))
+        assert [v.label for v in views] == ["yours", "mine"]  # the user's first, then the chat's
+        await PluginHost(PluginManager()).refresh(reading)
+        assert await read_epoch(reading) == 0
+        assert await _requests_here(reading, instance_id="nobody", waiting=[]) == ([], [])
+        assert reading._opened is None
+    finally:
+        await reading.close()

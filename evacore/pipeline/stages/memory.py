@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from evacore.errors import Aborted
 from evacore.logs import get_logger
-from evacore.memory.blocks import ChatScopes, blocks_for_chat, render_block
+from evacore.memory.blocks import BlockView, ChatScopes, block_views_for_chat, render_block
 from evacore.memory.index import any_chunk, catch_up, chat_keys
 from evacore.memory.options import INSTANCE_KEY, RetrievalOptions, merge_lenient
 from evacore.memory.ranking import Candidate, pack
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from evacore.core import Core
     from evacore.memory.service import MemoryService
     from evacore.pipeline.tour import Tour
-    from evacore.store.tables import MemoryBlock
 
 log = get_logger(__name__)
 _AFTER_CARD = ("card.scenario", "card.personality", "card.description", "persona", "main")
@@ -47,7 +46,7 @@ class Memory:
         scopes = ChatScopes(tour.chat_id, chat.get("character_id"), chat.get("user_id"))
         async with reads(core, tour) as s:
             blocks = await recall(s, "memory_blocks", tuple(scopes.pairs()),
-                                  lambda: blocks_for_chat(s, scopes))
+                                  lambda: block_views_for_chat(s, scopes))
             instance = await get_setting(s, INSTANCE_KEY)
         options, warning = merge_lenient(instance, (chat.get("settings") or {}).get("retrieval"))
         tour.data["retrieval_options"] = options
@@ -70,7 +69,7 @@ class Memory:
             report["error"] = f"{type(exc).__name__}: {exc}"
 
 
-def insert_blocks(tour: Tour, blocks: list[MemoryBlock]) -> list[dict[str, Any]]:
+def insert_blocks(tour: Tour, blocks: list[BlockView]) -> list[dict[str, Any]]:
     """Place each block at its position; blocks sharing a position keep their order."""
     expand = tour.data.get("expand") or (lambda text: text)
     last_at: dict[str, str] = {}
