@@ -11,7 +11,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -304,6 +304,33 @@ def _head(node: Macro) -> str | None:
     return node.body[0].value
 
 
+T = TypeVar("T")
+_READS_LIMIT = 8192
+"""Nodes whose reading (`_opener`, `_var_call`, `_split_call`) is kept, per kind."""
+
+
+def _kept_reading(read: Callable[[Macro], T]) -> Callable[[Macro], T]:
+    """`read(node)` kept by the node's identity: the parsed texts are kept (`parsed`), so a
+    card's or a preset's macros are the same nodes every tour, and what a node says (its
+    name, its arguments, whether it opens a block) is read once, not every tour. The node is
+    kept with its reading (its identity is not reused while the entry lives); the readings
+    are never changed by their callers."""
+    kept: dict[int, tuple[Macro, T]] = {}
+
+    def reading(node: Macro) -> T:
+        hit = kept.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        value = read(node)
+        if len(kept) >= _READS_LIMIT:
+            kept.clear()
+        kept[id(node)] = (node, value)
+        return value
+
+    return functools.update_wrapper(reading, read)
+
+
+@_kept_reading
 def _opener(node: Macro) -> tuple[str, bool, str] | None:
     """`(name, keep_whitespace, rest)` when the node may open a scoped block."""
     head = _head(node)
@@ -401,6 +428,7 @@ def _dedent(text: str) -> str:
     return textwrap.dedent(text).strip()
 
 
+@_kept_reading
 def _var_call(node: Macro) -> tuple[str, str] | None:
     if len(node.body) != 1:
         return None
@@ -408,6 +436,7 @@ def _var_call(node: Macro) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
+@_kept_reading
 def _split_call(node: Macro) -> tuple[str, list[list[Node]]] | None:
     """Name and argument node lists of a call, or None when the name is not a macro name.
 
