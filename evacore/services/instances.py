@@ -17,11 +17,13 @@ import socket
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from evacore.domain.ids import utcnow
 from evacore.logs import get_logger
+from evacore.store import direct
+from evacore.store.lean import transact
 from evacore.store.tables import Instance, Tour
 from evacore.ticks import sleep_to_next
 
@@ -36,6 +38,21 @@ HEARTBEAT_SECONDS = 5.0
 STALE_SECONDS = 20.0
 """Defaults of `heartbeat_seconds` and `stale_seconds`: an instance silent this long is gone
 and its running tours become `interrupted`."""
+
+# Built once: every instance runs them every `HEARTBEAT_SECONDS`, busy or idle.
+_INSTANCES, _TOURS = Instance.__table__, Tour.__table__
+_BEAT = (update(_INSTANCES).where(_INSTANCES.c.id == bindparam("p_id"))
+         .values(heartbeat_at=bindparam("p_at")).returning(_INSTANCES.c.id))
+_STALE = (select(_INSTANCES.c.id).where(_INSTANCES.c.heartbeat_at < bindparam("p_cutoff"))
+          .with_for_update(skip_locked=True))
+_SETTLE_UNREGISTERED = (
+    update(_TOURS).where(
+        _TOURS.c.status == "running",
+        or_(_TOURS.c.instance_id.is_(None),
+            _TOURS.c.instance_id.not_in(select(_INSTANCES.c.id))),
+        _TOURS.c.created_at < bindparam("p_cutoff"))
+    .values(status="interrupted", finished_at=bindparam("p_at")).returning(_TOURS.c.id))
+"""`sweep` when no instance is silent: the tours that name no registered instance."""
 
 
 def default_instance_id(data_dir: Path) -> str:
@@ -104,9 +121,13 @@ async def sweep(session: AsyncSession, stale_seconds: float = STALE_SECONDS) -> 
     cutoff = utcnow() - timedelta(seconds=stale_seconds)
     # A row another transaction holds belongs to an instance in the middle of its beat: alive,
     # and waiting for that lock could hang this start or beat behind a stalled process.
-    stale = list((await session.scalars(
-        select(Instance.id).where(Instance.heartbeat_at < cutoff)
-        .with_for_update(skip_locked=True))).all())
+    stale = [row[0] for row in await direct.execute(session, _STALE, {"p_cutoff": cutoff})]
+    if not stale:  # the usual beat: pre-built, run on the driver on SQLite
+        count = len(await direct.execute(session, _SETTLE_UNREGISTERED,
+                                         {"p_cutoff": cutoff, "p_at": utcnow()}))
+        if count:
+            log.warning("tours.interrupted", count=count, instances=stale, reason="heartbeat")
+        return count
     known = select(Instance.id)
     result = await session.execute(
         update(Tour).where(
@@ -138,14 +159,15 @@ class Heartbeat:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="heartbeat")
 
     async def beat(self) -> None:
-        async with self.db.session() as s:
-            result = await s.execute(update(Instance).where(Instance.id == self.instance_id)
-                                     .values(heartbeat_at=utcnow()))
-            if not result.rowcount:  # swept while this process was stalled: register again
-                now = utcnow()
-                s.add(Instance(id=self.instance_id, hostname=socket.gethostname(),
-                               pid=os.getpid(), started_at=now, heartbeat_at=now))
-            await sweep(s, self.stale_seconds)
+        await transact(self.db, self._beat)  # lean on SQLite
+
+    async def _beat(self, s: AsyncSession) -> None:
+        now = utcnow()
+        if not await direct.execute(s, _BEAT, {"p_id": self.instance_id, "p_at": now}):
+            # swept while this process was stalled: register again
+            s.add(Instance(id=self.instance_id, hostname=socket.gethostname(),
+                           pid=os.getpid(), started_at=now, heartbeat_at=now))
+        await sweep(s, self.stale_seconds)
 
     async def _run(self) -> None:
         while True:

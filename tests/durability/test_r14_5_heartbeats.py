@@ -151,3 +151,33 @@ async def test_r14_5_an_instance_stalled_in_its_beat_never_holds_up_another_s_st
     finally:
         await stalled.close()
         await engine.dispose()
+
+
+@pytest.mark.both_backends
+async def test_r14_5_a_beat_settles_old_tours_of_no_registered_instance_only(core) -> None:
+    """With no instance silent, a beat's sweep settles the running tours older than the bound
+    that name no registered instance (or none): a live instance's tours, a newer tour and a
+    finished one stay as they are."""
+    from evacore.services.instances import Heartbeat
+
+    old = utcnow() - timedelta(seconds=60)
+    async with core.session() as s:
+        await s.execute(insert(Instance), [{
+            "id": "alive-elsewhere", "hostname": "h", "pid": 1, "started_at": old,
+            "heartbeat_at": utcnow()}])
+        await s.execute(insert(Tour), [
+            {"id": "t-ghost", "instance_id": "ghost", "status": "running", "created_at": old},
+            {"id": "t-nobody", "instance_id": None, "status": "running", "created_at": old},
+            {"id": "t-alive", "instance_id": "alive-elsewhere", "status": "running",
+             "created_at": old},
+            {"id": "t-new", "instance_id": "ghost", "status": "running", "created_at": utcnow()},
+            {"id": "t-done", "instance_id": "ghost", "status": "completed", "created_at": old}])
+    await Heartbeat(core.db, core.instance_id, stale_seconds=20).beat()
+    async with core.session() as s:
+        rows = dict((await s.execute(select(Tour.id, Tour.status).where(
+            Tour.id.in_(["t-ghost", "t-nobody", "t-alive", "t-new", "t-done"])))).all())
+        beat_at = await s.scalar(select(Instance.heartbeat_at).where(
+            Instance.id == core.instance_id))
+    assert rows == {"t-ghost": "interrupted", "t-nobody": "interrupted", "t-alive": "running",
+                    "t-new": "running", "t-done": "completed"}
+    assert beat_at is not None
