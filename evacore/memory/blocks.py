@@ -133,12 +133,29 @@ async def list_blocks(s: AsyncSession, scope_kind: str | None = None,
     return list(rows)
 
 
+def _in_scopes(scopes: int) -> Any:
+    """The condition of a block in one of `scopes` scopes (`_scope_params` names them)."""
+    c = MemoryBlock.__table__.c
+    return or_(*((c.scope_kind == bindparam(f"p_kind_{n}")) & (c.scope_id == bindparam(f"p_id_{n}"))
+                 for n in range(scopes)))
+
+
+def _scope_params(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    params = {}
+    for n, (kind, scope_id) in enumerate(pairs):
+        params[f"p_kind_{n}"], params[f"p_id_{n}"] = kind, scope_id
+    return params
+
+
+def _prompt_order(block: MemoryBlock | BlockView) -> tuple[int, Any, str]:
+    """User, character, chat; then by creation."""
+    return SCOPE_ORDER.get(block.scope_kind, 9), block.created_at, block.id
+
+
 @cache
 def _blocks_statement(scopes: int) -> Select[tuple[MemoryBlock]]:
     """Built once per number of scopes: a tour's read costs no statement construction."""
-    return select(MemoryBlock).where(or_(*(
-        (MemoryBlock.scope_kind == bindparam(f"p_kind_{n}"))
-        & (MemoryBlock.scope_id == bindparam(f"p_id_{n}")) for n in range(scopes))))
+    return select(MemoryBlock).where(_in_scopes(scopes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +181,7 @@ _VIEW_COLUMNS = tuple(MemoryBlock.__table__.c[name] for name in BlockView.__slot
 @cache
 def _views_statement(scopes: int) -> Select[Any]:
     """`_blocks_statement` for the columns of a `BlockView`, built once per number of scopes."""
-    c = MemoryBlock.__table__.c
-    return select(*_VIEW_COLUMNS).where(or_(*(
-        (c.scope_kind == bindparam(f"p_kind_{n}")) & (c.scope_id == bindparam(f"p_id_{n}"))
-        for n in range(scopes))))
+    return select(*_VIEW_COLUMNS).where(_in_scopes(scopes))
 
 
 async def block_views_for_chat(s: AsyncSession, scopes: ChatScopes) -> list[BlockView]:
@@ -175,23 +189,16 @@ async def block_views_for_chat(s: AsyncSession, scopes: ChatScopes) -> list[Bloc
     (`store/direct.py`): the memory stage's read, in a tour's lean session, without the
     ordinary session the ORM's entities would open."""
     pairs = scopes.pairs()
-    params = {}
-    for n, (kind, scope_id) in enumerate(pairs):
-        params[f"p_kind_{n}"], params[f"p_id_{n}"] = kind, scope_id
-    rows = await direct.execute(s, _views_statement(len(pairs)), params)
-    views = [BlockView(*row) for row in rows]
-    return sorted(views, key=lambda b: (SCOPE_ORDER.get(b.scope_kind, 9), b.created_at, b.id))
+    rows = await direct.execute(s, _views_statement(len(pairs)), _scope_params(pairs))
+    return sorted((BlockView(*row) for row in rows), key=_prompt_order)
 
 
 async def blocks_for_chat(s: AsyncSession, scopes: ChatScopes) -> list[MemoryBlock]:
     """Every block in this chat's prompts, in prompt order (user, character, chat; then by
     creation)."""
     pairs = scopes.pairs()
-    params = {}
-    for n, (kind, scope_id) in enumerate(pairs):
-        params[f"p_kind_{n}"], params[f"p_id_{n}"] = kind, scope_id
-    rows = (await s.scalars(_blocks_statement(len(pairs)), params)).all()
-    return sorted(rows, key=lambda b: (SCOPE_ORDER.get(b.scope_kind, 9), b.created_at, b.id))
+    rows = (await s.scalars(_blocks_statement(len(pairs)), _scope_params(pairs))).all()
+    return sorted(rows, key=_prompt_order)
 
 
 def find_for_chat(blocks: list[MemoryBlock], name: str) -> MemoryBlock | None:
