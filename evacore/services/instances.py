@@ -52,7 +52,14 @@ _SETTLE_UNREGISTERED = (
             _TOURS.c.instance_id.not_in(select(_INSTANCES.c.id))),
         _TOURS.c.created_at < bindparam("p_cutoff"))
     .values(status="interrupted", finished_at=bindparam("p_at")).returning(_TOURS.c.id))
-"""`sweep` when no instance is silent: the tours that name no registered instance."""
+"""`sweep`'s tours that name no registered instance (or none)."""
+_SETTLE_OF = (
+    update(_TOURS).where(
+        _TOURS.c.status == "running",
+        _TOURS.c.instance_id.in_(bindparam("p_ids", expanding=True)),
+        _TOURS.c.created_at < bindparam("p_cutoff"))
+    .values(status="interrupted", finished_at=bindparam("p_at")).returning(_TOURS.c.id))
+"""`sweep`'s tours of the silent instances (still registered until it removes them)."""
 
 
 def default_instance_id(data_dir: Path) -> str:
@@ -122,24 +129,16 @@ async def sweep(session: AsyncSession, stale_seconds: float = STALE_SECONDS) -> 
     # A row another transaction holds belongs to an instance in the middle of its beat: alive,
     # and waiting for that lock could hang this start or beat behind a stalled process.
     stale = [row[0] for row in await direct.execute(session, _STALE, {"p_cutoff": cutoff})]
-    if not stale:  # the usual beat: pre-built, run on the driver on SQLite
-        count = len(await direct.execute(session, _SETTLE_UNREGISTERED,
-                                         {"p_cutoff": cutoff, "p_at": utcnow()}))
-        if count:
-            log.warning("tours.interrupted", count=count, instances=stale, reason="heartbeat")
-        return count
-    known = select(Instance.id)
-    result = await session.execute(
-        update(Tour).where(
-            Tour.status == "running",
-            or_(Tour.instance_id.in_(stale), Tour.instance_id.is_(None),
-                Tour.instance_id.not_in(known)),
-            Tour.created_at < cutoff,
-        ).values(status="interrupted", finished_at=utcnow()).execution_options(
-            synchronize_session=False))
+    now = utcnow()
+    # pre-built, run on the driver on SQLite (a beat every few seconds, busy or idle); the
+    # silent instances' own tours only when there are some (an expanding list goes through
+    # the session)
+    count = len(await direct.execute(session, _SETTLE_UNREGISTERED,
+                                     {"p_cutoff": cutoff, "p_at": now}))
     if stale:
+        count += len(await direct.execute(session, _SETTLE_OF,
+                                          {"p_ids": stale, "p_cutoff": cutoff, "p_at": now}))
         await session.execute(delete(Instance).where(Instance.id.in_(stale)))
-    count = result.rowcount or 0
     if count:
         log.warning("tours.interrupted", count=count, instances=stale, reason="heartbeat")
     return count

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -115,19 +116,20 @@ class Conversation:
     images: list[str] = field(default_factory=list)
     results: dict[str, str] = field(default_factory=dict)
     """When the request ends with tool messages: the client's results by call id."""
-    _keys: list[bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ends_with_results(self) -> bool:
         return bool(self.results)
 
+    @cached_property
+    def _keys(self) -> list[bytes]:
+        """Each turn's key, serialized once a request, however many digests its binding
+        takes (four, each over the whole conversation the client resent)."""
+        return [orjson.dumps(t.key()) for t in self.turns]
+
     def digest(self, answer: Turn | None = None, *, prior: bool = False) -> str:
         """The digest of the turns (`prior`: of the prior turns only), with `answer` after
-        them when given. Each turn's key is serialized once a request, however many
-        digests its binding takes (four, each over the whole conversation the client
-        resent)."""
-        if self._keys is None:
-            self._keys = [orjson.dumps(t.key()) for t in self.turns]
+        them when given."""
         keys = self._keys[:len(self.prior)] if prior else self._keys
         return _digest([*keys, orjson.dumps(answer.key())] if answer is not None else keys)
 
