@@ -202,13 +202,19 @@ def direct_text_writer(send: Any, frame: TextFrame, watcher: asyncio.Future[None
     if cycle is None:
         return None
     flow, transport, dumps, done = cycle.flow, cycle.transport, orjson.dumps, watcher.done
+    opened = False
+    """The response's chunked body began (once so, it stays so)."""
 
     def write(text: str) -> bool:
+        nonlocal opened
         start = frame.start
         if (start is None or not text or done() or flow.write_paused or cycle.disconnected
-                or not cycle.chunked_encoding or not cycle.response_started
                 or cycle.response_complete):
             return False
+        if not opened:
+            if not (cycle.chunked_encoding and cycle.response_started):
+                return False
+            opened = True
         body = dumps(text)
         size = frame.size + len(body)
         transport.write(b"".join((_CHUNK_HEADS[size] if size < 2048 else b"%x\r\n" % size,

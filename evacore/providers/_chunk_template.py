@@ -95,3 +95,4 @@ def _learn(data: str, lane: FastLane, text: str, parse: Parse) -> None:
         t.head, t.tail, t.model = head, tail, lane.model
         t.start, t.end = b"data: " + head.encode(), tail.encode() + b"\n\n"
         t.start_len, t.end_at = len(t.start), len(t.start) + len(t.end)
+        lane.arm()

@@ -47,18 +47,39 @@ class FastLane:
     """One streamed attempt's fast lane: the consumer's tap, the adapter's parse, and the
     request's clock each taken token moves (`clock`)."""
 
-    __slots__ = ("clock", "closed", "fast_text", "model", "state", "tap")
+    __slots__ = ("_model", "clock", "closed", "fast_text", "ready", "state", "tap")
 
     def __init__(self, tap: TextTap, fast_text: FastText, clock: TokenClock) -> None:
         self.tap = tap
         self.fast_text = fast_text
         self.clock = clock
         self.closed = False
-        self.model: str | None = None
-        """The model name the ordinary path saw last (or the stream's first, taken here before
-        it saw any): a chunk naming another is left to it."""
+        self._model: str | None = None
         self.state: object = None
         """What the adapter's `fast_text` keeps of this stream (`_chunk_template.py`)."""
+        self.ready: tuple[bytes, bytes, int, int, int] | None = None
+        """The learned template a network chunk is read by, while it names the model the
+        ordinary path saw last (`arm`): its `start`, `end`, where the text's JSON begins,
+        the fewest bytes a chunk of it has, and where the JSON ends counted from the end."""
+
+    @property
+    def model(self) -> str | None:
+        """The model name the ordinary path saw last (or the stream's first, taken here before
+        it saw any): a chunk naming another is left to it."""
+        return self._model
+
+    @model.setter
+    def model(self, name: str | None) -> None:
+        self._model = name
+        self.arm()
+
+    def arm(self) -> None:
+        """Read chunks by the template `state` holds when it is learned and names the model
+        the ordinary path saw last; else by the whole parse (called whenever either moves)."""
+        t = self.state
+        self.ready = ((t.start, t.end, t.start_len, t.end_at + 1, -len(t.end))
+                      if type(t) is Template and t.start_len and t.model == self._model
+                      else None)
 
     def close(self) -> None:
         """Nothing more is taken (the answer finished: what follows is drained unread)."""
@@ -83,16 +104,17 @@ class FastLane:
                 # refuses events with them) and a JSON string holds none unescaped, so the
                 # chunk is that one event; only the string is parsed, as the whole parse
                 # would read it
-                t = self.state
-                if (type(t) is Template and t.model == self.model and len(body) > t.end_at
-                        and body.startswith(t.start) and body.endswith(t.end)):
-                    at = t.start_len
-                    if at and body[at] == 34:  # '"'
+                t = self.ready
+                if t is not None:
+                    start, end, at, least, stop = t
+                    if (len(body) >= least and body[at] == 34  # '"'
+                            and body.startswith(start) and body.endswith(end)):
                         try:
-                            piece = loads(body[at:len(body) - t.end_at + at])
+                            piece = loads(body[at:stop])
                         except JSONDecodeError:
                             piece = None
-                        if type(piece) is str and piece:
+                        # parsed whole from a '"', it is a JSON string: a text, or empty
+                        if piece:
                             give = tap.take_text
                             if (give is not None and give(piece)) or tap.take([piece]):
                                 clock.first_token_seen = True  # the idle deadline runs from now
