@@ -22,8 +22,6 @@ so the next stage reads in a fresh one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -43,18 +41,30 @@ _KEY = "_reads_session"
 """Where the open session is kept, in `tour.data` (popped, never returned by the API)."""
 
 
-@asynccontextmanager
-async def reads(core: Core, tour: Tour) -> AsyncIterator[AsyncSession | LeanSession]:
+class reads:
     """The tour's read session, opened on first use and kept open for the next stage: a
-    `LeanSession` on SQLite (`store/lean.py`), an ordinary one otherwise."""
-    session: AsyncSession | LeanSession | None = tour.data.get(_KEY)
-    if session is None:
-        session = tour.data[_KEY] = take(core.db) or core.db.sessions()
-    try:
-        yield session
-    except BaseException:
-        await end_reads(tour)
-        raise
+    `LeanSession` on SQLite (`store/lean.py`), an ordinary one otherwise. A failure inside
+    the block ends the session.
+
+    A class rather than a generator-based context manager: four stages enter it every tour,
+    and a generator's frame, hooks and wrapper cost several times its own work."""
+
+    __slots__ = ("core", "tour")
+
+    def __init__(self, core: Core, tour: Tour) -> None:
+        self.core, self.tour = core, tour
+
+    async def __aenter__(self) -> AsyncSession | LeanSession:
+        data = self.tour.data
+        session: AsyncSession | LeanSession | None = data.get(_KEY)
+        if session is None:
+            db = self.core.db
+            session = data[_KEY] = take(db) or db.sessions()
+        return session
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is not None:
+            await end_reads(self.tour)
 
 
 async def end_reads(tour: Tour) -> None:
