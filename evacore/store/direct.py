@@ -40,11 +40,13 @@ from evacore.store.lean import LeanSession
 from evacore.store.sqlite_driver import OneTripConnection
 
 _Process = Callable[[Any], Any]
+_Rows = Sequence[Sequence[Any]]
 _Prepared = tuple[str, tuple[tuple[str | None, Any, _Process | None], ...],
-                  tuple[tuple[int, _Process], ...]]
+                  "Callable[[_Rows], _Rows] | None"]
 """SQL; for each positional parameter in order: the caller's name for it (None for a value
 the statement holds, such as a literal in its WHERE), that value, its processor; and the
-returned columns that have a result processor, by position, with it."""
+reader of the rows it returns when some of its columns have a result processor
+(`_row_reader`)."""
 _PREPARED: dict[tuple[int, tuple[str, ...]], tuple[ClauseElement, _Prepared | None]] = {}
 
 
@@ -68,7 +70,8 @@ def _compile(stmt: ClauseElement, keys: tuple[str, ...], dialect: Dialect) -> _P
         return compiled.string, tuple(
             (name, None, processors.get(name)) if name in keys
             else (None, compiled.binds[name].effective_value, processors.get(name))
-            for name in compiled.positiontup), columns
+            for name in compiled.positiontup), (
+                _row_reader(len(compiled._result_columns), columns) if columns else None)
     except AttributeError:  # a SQLAlchemy whose compiled form reads otherwise: not direct
         return None
 
@@ -139,6 +142,30 @@ def _read(row: Sequence[Any], columns: tuple[tuple[int, _Process], ...]) -> tupl
     return tuple(values)
 
 
+def _row_reader(width: int, columns: tuple[tuple[int, _Process], ...]
+                ) -> Callable[[_Rows], _Rows]:
+    """`_read` for every row of a statement's result, written out once for its columns (a
+    long chat's history is hundreds of rows a tour): one comprehension that unpacks each row
+    and calls the processors of its processed columns in place, with no call or loop per row.
+    A row of another width than the statement's (not expected) takes `_read`."""
+    processed = dict(columns)
+    names = [f"c{i}" for i in range(width)]
+    values = [f"None if {name} is None else p{i}({name})" if i in processed else name
+              for i, name in enumerate(names)]
+    source = (f"def read(rows):\n"
+              f"    return [({', '.join(values)},) for ({', '.join(names)},) in rows]\n")
+    namespace: dict[str, Any] = {f"p{i}": process for i, process in columns}
+    exec(source, namespace)  # noqa: S102 - the source holds column positions only
+    unpacked: Callable[[_Rows], _Rows] = namespace["read"]
+
+    def read(rows: _Rows) -> _Rows:
+        if rows and len(rows[0]) != width:
+            return [_read(row, columns) for row in rows]
+        return unpacked(rows)
+
+    return read
+
+
 _CONNECTION = "evacore.direct.connection"
 """The `session.info` key of the transaction this session's last direct statement ran in
 (a weak reference: the transaction refers to its session, and a cycle would leave every
@@ -192,7 +219,7 @@ async def execute(session: AsyncSession | LeanSession, stmt: ClauseElement,
 
 async def _run(driver: OneTripConnection, prepared: _Prepared, params: dict[str, Any]
                ) -> Sequence[Sequence[Any]]:
-    sql, slots, columns = prepared
+    sql, slots, reader = prepared
     args = tuple([(held if name is None else params[name]) if process is None
                   else process(held if name is None else params[name])
                   for name, held, process in slots])
@@ -200,6 +227,4 @@ async def _run(driver: OneTripConnection, prepared: _Prepared, params: dict[str,
         rows = await driver.run(sql, args)
     except sqlite3.DatabaseError as e:
         raise sqlalchemy_error(e, sql, args) from e
-    if not columns:
-        return rows
-    return [_read(row, columns) for row in rows]
+    return rows if reader is None else reader(rows)

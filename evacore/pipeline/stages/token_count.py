@@ -224,9 +224,17 @@ async def count_elements(core: Core, tour: Tour) -> int:
     counts = _tour_counts(tour, profile)
     total = frame.fixed
     reused = 0
+    by_role = {"user": frame.user, "assistant": frame.assistant}
     for el in tour.prompt:
         if el.tokens is None:
-            text, extra = _parts(el, frame)
+            text = el.content
+            if (el.kind == "history" and type(text) is str and not el.tool_calls
+                    and not el.name):
+                # a stored message's plain text (most of a long chat's elements): what
+                # `_parts` makes of it, without its calls
+                extra = by_role.get(el.role, frame.system)
+            else:
+                text, extra = _parts(el, frame)
             found = counts.get(text) if counts is not None else None
             if found is None:
                 found = await cached_count_async(cache, profile, text)
