@@ -225,3 +225,17 @@ async def test_a_session_that_commits_midway_writes_each_part_in_its_own_transac
     async with core.session() as s:
         ids = set((await s.scalars(select(TourRow.id).where(TourRow.chat_id == chat_id))).all())
     assert ids == {"t-kept", "t-after"}
+
+
+def test_a_row_reader_reads_every_row_as_the_one_row_reading_does() -> None:
+    """The reader written out for a statement's columns gives what `_read` gives a row at a
+    time: processed columns processed, NULLs left NULL, the rest as they came; a row of
+    another width (not expected) takes `_read` itself."""
+    columns = ((1, str.upper), (3, lambda v: v * 2))
+    reader = direct._row_reader(4, columns)
+    rows = [("a", "b", "c", 2), (None, None, None, None), ("x", "y", 0, 0.5)]
+    assert reader(rows) == [direct._read(row, columns) for row in rows] == [
+        ("a", "B", "c", 4), (None, None, None, None), ("x", "Y", 0, 1.0)]
+    assert reader([]) == []
+    wide = [("a", "b", "c", 2, "extra")]
+    assert reader(wide) == [("a", "B", "c", 4, "extra")]
