@@ -93,7 +93,7 @@ class FastLane:
         loads, JSONDecodeError, monotonic = orjson.loads, orjson.JSONDecodeError, time.monotonic
 
         def take(body: bytes) -> bool:
-            # the decoder holds nothing (`SSEDecoder.idle`, read here without the call)
+            # the decoder holds nothing between events (its three fields, `SSEDecoder`)
             if (tap.take is None or self.closed or utf8.buffer or decoder._buf
                     or decoder._data or decoder._event):
                 return False

@@ -26,6 +26,9 @@ class SSEDecoder:
 
     Tolerates `\\r\\n`, `\\r` and `\\n` line ends, `:` comment lines, multi-line `data:`
     fields, and a last event without its blank line at end of stream (see `flush`).
+
+    Nothing is held between events when `_buf`, `_data` and `_event` are all empty: the fast
+    lane (`_fast_lane.py`) reads those three fields in place before it takes a chunk itself.
     """
 
     def __init__(self) -> None:
@@ -33,11 +36,6 @@ class SSEDecoder:
         self._event = ""
         self._data: list[str] = []
         self._id: str | None = None
-
-    def idle(self) -> bool:
-        """Nothing is held between events: no partial line, no pending field. (The fast
-        lane, `_fast_lane.py`, reads the same three fields itself: a call less a token.)"""
-        return not self._buf and not self._data and not self._event
 
     def feed(self, chunk: str) -> Iterator[SSEEvent]:
         """The events `chunk` completes, each as soon as its lines are read: the first
