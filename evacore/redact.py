@@ -338,14 +338,22 @@ def _split(value: dict[str, Any] | list[Any], raw: bytes, clean: _Clean, found: 
     """Add to `texts` the serialized parts of `value` to scan (keys included), splitting
     large ones further. A container of small parts only (not the document itself, which
     differs every time) is skipped when `clean` knows it, and a list's first parts when
-    `clean` knows a list it begins with; it goes to `found` otherwise. No secret or shape
-    spans two JSON tokens (none matches a quote), so scanning the parts finds what scanning
-    `raw` finds."""
+    `clean` knows a list it begins with; it goes to `found` otherwise. A list of strings and
+    numbers only goes to `texts` whole. No secret or shape spans two JSON tokens (none
+    matches a quote), so scanning the parts finds what scanning `raw` finds."""
     start = 0
     if not root:
         if isinstance(value, dict):
             if clean.has_object(raw):
                 return
+        elif raw.count(b"[") == 1 and b"{" not in raw:
+            # strings and numbers only (a change log's element ids, which grow with the
+            # chat but not only at the end): no part to split, and the list's text is what
+            # its parts are, with commas between. Scanned as one, in one pass of the
+            # scanner, and not remembered: a part-by-part scan would cost a serialization a
+            # part, and such a list would push the chats' messages out of the lists kept
+            texts.append(raw)
+            return
         else:
             start = clean.clean_front(raw)
             if start >= len(value):

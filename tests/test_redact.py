@@ -312,3 +312,30 @@ def test_scans_in_several_threads_at_once_do_not_trip_over_each_other() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+def _change_log(ids: list[str]) -> dict[str, object]:
+    """A tour's diagnostics with the character stage's change log: the ids of the elements
+    it added, a chat's history among them and the new-chat line after it."""
+    return {"seed": 7, "changes": [{"stage": "character", "actor": "stage",
+                                    "added": ["main", "persona", *ids, "new_chat"],
+                                    "removed": [], "changed": []}]}
+
+
+def test_a_long_list_of_strings_is_scanned_whole_and_masked_as_a_whole_text_scan_masks(
+        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    ids = [f"history:01a24ce783f70cb2e46dab{i:04d}" for i in range(200)]
+    doc = _change_log(ids)
+    scanned = _scanned(monkeypatch)
+    assert r.redact_json(doc) is doc
+    # one text for the whole list (not a serialization a part), and not kept as a known list
+    assert any(text.count("history:") == 200 for text in scanned)
+    assert not any(front.startswith(b'["main"') for front in r._clean.lists)
+    for secret in ("lore:sk-abcdefgh12345", "Bearer abcdef123456", "http://u:hunter2@h/x"):
+        leaky = _change_log([*ids[:100], secret, *ids[100:]])
+        masked = r.redact_json(leaky)
+        assert masked == _whole_text_scan(leaky)
+        assert masked != leaky
+    # a string holding a bracket takes the part-by-part way, with the same outcome
+    odd = _change_log([*ids, "lore:[entry] {x}", "key sk-abcdefgh12345"])
+    assert r.redact_json(odd) == _whole_text_scan(odd)

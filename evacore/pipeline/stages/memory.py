@@ -8,7 +8,7 @@ the history (before the final input), never in the system area, so the cached pr
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evacore.errors import Aborted
 from evacore.logs import get_logger
@@ -124,21 +124,48 @@ def _chat_messages(tour: Tour) -> list[Element]:
             if el.kind in ("history", "input") and el.id == el.source and el.role != "tool"]
 
 
-def _window(core: Core, tour: Tour, reserve: int) -> set[str]:
+class _Window(NamedTuple):
+    """What retrieval needs to know of the prompt's messages, read in one pass over it."""
+
+    messages: list[Element]
+    """The message elements (one per stored message), oldest first (`_chat_messages`)."""
+    stored: list[str]
+    """The ids of the stored messages among them (history, not the input), oldest first."""
+    inputs: list[str]
+    """The ids of the input messages among them."""
+    kept: set[str]
     """Message ids expected to stay in the prompt after context shifting: the newest whole
     messages that fit the budget next to everything else (those are never retrieved)."""
+
+
+def _window(core: Core, tour: Tour, reserve: int) -> _Window:
+    """The prompt's messages and those that stay in it (`_Window`): a long chat's every
+    element is looked at once here, its text counted once (stage 6 reuses the count)."""
     conn = tour.data["connection"]
     budget = int(conn["context_size"]) - int(conn["max_tokens"])
     count = text_counter(core, tour)
     others = 0
     groups: dict[str, int] = {}  # a message's elements together, oldest message first
+    messages: list[Element] = []
+    stored: list[str] = []
+    inputs: list[str] = []
     for el in tour.prompt:
-        size = el.tokens if el.tokens is not None else count(el.text) + MESSAGE_OVERHEAD
-        if el.kind != "history":
-            others += size
+        size = el.tokens
+        if size is None:
+            content = el.content
+            size = count(content if type(content) is str else el.text) + MESSAGE_OVERHEAD
+        kind = el.kind
+        if kind == "history":
+            key = el.source.removeprefix("history:")
+            groups[key] = groups.get(key, 0) + size
+            if el.id == el.source and el.role != "tool":
+                messages.append(el)
+                stored.append(key)
             continue
-        key = el.source.removeprefix("history:")
-        groups[key] = groups.get(key, 0) + size
+        others += size
+        if kind == "input" and el.id == el.source and el.role != "tool":
+            messages.append(el)
+            inputs.append(el.source.removeprefix("history:"))
     room = budget - reserve - 3 - others
     kept: set[str] = set()
     for key in reversed(groups):
@@ -146,7 +173,7 @@ def _window(core: Core, tour: Tour, reserve: int) -> set[str]:
             break
         room -= groups[key]
         kept.add(key)
-    return kept
+    return _Window(messages, stored, inputs, kept)
 
 
 async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: RetrievalOptions,
@@ -155,22 +182,20 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     conn = tour.data["connection"]
     budget = int(conn["context_size"]) - int(conn["max_tokens"])
     reserve = opts.max_tokens if opts.max_tokens is not None else int(budget * opts.budget_share)
-    messages = _chat_messages(tour)
+    window = _window(core, tour, reserve)
+    messages, exclude = window.messages, window.kept
     texts = [el.text for el in reversed(messages[-opts.query_messages:])]  # newest first
-    exclude = _window(core, tour, reserve)
     exclude.update(i for i in (tour.data.get("user_message_id"),
                                tour.data.get("target_message_id")) if i)
     state = chat.setdefault("state", {}).setdefault("retrieval", {})
-    history_keys = [el.source.removeprefix("history:") for el in messages
-                    if el.kind == "history"]
     every_message_kept = bool(tour.data.get("history_reached_start")) and \
-        exclude.issuperset(history_keys)
+        exclude.issuperset(window.stored)
     if every_message_kept:
         async with reads(core, tour) as s:
             documents = await _any_documents(s, tour, opts)
         if not documents:
             # Nothing has left the window and there is no document to search: no work to do.
-            kept = sum(1 for el in messages if el.source.removeprefix("history:") in exclude)
+            kept = len(window.stored) + sum(1 for key in window.inputs if key in exclude)
             report.update(skipped="every message is in the prompt and no document is in scope",
                           query="\n".join(reversed(texts)), budget=reserve, inserted=[], cut=[],
                           excluded_in_window=kept)
