@@ -29,3 +29,16 @@ def test_r2_15_extend_refuses_an_id_the_prompt_holds() -> None:
         prompt.extend([_el("history:b"), _el("history:a")])
     with pytest.raises(ValueError, match="history:c"):
         prompt.extend([_el("history:c"), _el("history:c")])
+
+
+def test_a_stored_message_becomes_the_element_its_fields_say() -> None:
+    """A stored message's element is made by position (a long chat makes hundreds a tour):
+    it must be the element the same fields make by name, whatever order `Element` keeps."""
+    from evacore.pipeline.stages.character import history_elements
+    from evacore.store.chats import HistoryMessage
+
+    for role, made_role in (("user", "user"), ("system", "system"), ("assistant", "assistant")):
+        m = HistoryMessage("m1", 7, role, "Ann", "hello")
+        assert history_elements(m) == [Element(
+            id="history:m1", role=made_role, content="hello", source="history:m1",
+            kind="history", group="msg:m1", meta={"position": 7, "speaker": "Ann"})]

@@ -35,17 +35,23 @@ def record_changes(tour: Tour, stage: str, actor: str, **extra: Any) -> None:
     changes = tour.prompt.take_changes()
     if not changes and not extra:
         return
-    entry: dict[str, Any] = {
-        "stage": stage,
-        "actor": actor,
-        "added": [c.id for c in changes if c.op == "add"],
-        "removed": [{"id": c.id, "reason": c.reason} for c in changes if c.op == "remove"],
-        "changed": [
-            {"id": c.id, "before": _short(c.before), "after": _short(c.after)}
-            for c in changes if c.op == "change"
-        ],
-    }
-    if any(c.op == "move" for c in changes):
+    added: list[str] = []
+    removed: list[dict[str, Any]] = []
+    changed: list[dict[str, Any]] = []
+    moved = False
+    for c in changes:  # one pass: a history's every message is an `add` here
+        op = c.op
+        if op == "add":
+            added.append(c.id)
+        elif op == "remove":
+            removed.append({"id": c.id, "reason": c.reason})
+        elif op == "change":
+            changed.append({"id": c.id, "before": _short(c.before), "after": _short(c.after)})
+        elif op == "move":
+            moved = True
+    entry: dict[str, Any] = {"stage": stage, "actor": actor, "added": added,
+                             "removed": removed, "changed": changed}
+    if moved:
         entry["moved"] = True
     entry.update(extra)
     tour.diagnostics.setdefault("changes", []).append(entry)

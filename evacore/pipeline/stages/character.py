@@ -297,6 +297,9 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
     `max_chars` with a note); a call the tour never answered (it was aborted mid-step) gets
     an `error:` result, so every replayed call is followed by its result as providers require.
     """
+    # A stored message's own element is made with `Element`'s fields in their order (id,
+    # role, content, source, kind, protected, tokens, priority, group, name, tool_calls,
+    # tool_call_id, meta): by keyword it cost twice as much, for hundreds every tour
     group, key = f"msg:{m.id}", f"history:{m.id}"
     if m.role != "assistant":
         content: Any = m.content
@@ -306,9 +309,8 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
             if parts:
                 content = [{"type": "text", "text": m.content}, *parts]
         role = "user" if m.role == "user" else "system"
-        return [Element(id=key, role=role, content=content, source=key, kind="history",
-                        group=group, name=None,
-                        meta={"position": m.position, "speaker": m.name})]
+        return [Element(key, role, content, key, "history", False, None, 0, group, None,
+                        None, None, {"position": m.position, "speaker": m.name})]
     out: list[Element] = []
     for i, step in enumerate(m.steps):
         calls = step.get("tool_calls") or []
@@ -333,9 +335,8 @@ def history_elements(m: HistoryMessage, *, max_chars: int = DEFAULT_MAX_CHARS) -
                 group=group, tool_call_id=c["id"], meta={"position": m.position, "tool": True},
             ))
     if m.content or not out:
-        out.append(Element(id=key, role="assistant", content=m.content,
-                           source=key, kind="history", group=group,
-                           meta={"position": m.position, "speaker": m.name}))
+        out.append(Element(key, "assistant", m.content, key, "history", False, None, 0, group,
+                           None, None, None, {"position": m.position, "speaker": m.name}))
     return out
 
 
