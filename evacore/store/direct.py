@@ -94,6 +94,12 @@ def _json_reader(type_: Any, dialect: Dialect, process: _Process) -> _Process:
         return process
 
     def read(value: Any) -> Any:
+        # most of a history row's JSON values are empty (a message's images and extra, an
+        # answer's steps): made as orjson would make them, without a parse
+        if value == "[]":
+            return []
+        if value == "{}":
+            return {}
         try:
             return orjson.loads(value)
         except (TypeError, ValueError):

@@ -121,16 +121,16 @@ async def test_every_json_shape_reads_as_session_execute_reads_it(core: Core) ->
     """A JSON column of any shape, an old row's NaN, and a number SQLite holds as a number
     (written by hand, not as JSON text) read the same through the direct path."""
     chat_id = await _chat(core)
-    shapes = [5, 2.5, "text", [1, "ü", None], {"a": {"b": [True]}}, None, True]
+    shapes = [5, 2.5, "text", [1, "ü", None], {"a": {"b": [True]}}, None, True, [], {}, [], {}]
     async with core.session() as s:
         for i, env in enumerate(shapes):
-            await direct.execute(s, _INSERT, {**_tour(chat_id, f"t-j{i}"), "env": env})
+            await direct.execute(s, _INSERT, {**_tour(chat_id, f"t-j{i:02d}"), "env": env})
         await direct.execute(s, _INSERT, _tour(chat_id, "t-jn"))
     if core.db.dialect == "sqlite":
         async with core.session() as s:
             await s.execute(text("UPDATE tours SET env = 7 WHERE id = 't-jn'"))
             await s.execute(text("UPDATE tours SET diagnostics = '{\"x\": NaN}' "
-                                 "WHERE id = 't-j0'"))
+                                 "WHERE id = 't-j00'"))
     read_env = (select(_tours.c.id, _tours.c.env, _tours.c.diagnostics)
                 .where(_tours.c.chat_id == bindparam("p_chat")).order_by(_tours.c.id))
     async with core.session() as s:
@@ -138,6 +138,8 @@ async def test_every_json_shape_reads_as_session_execute_reads_it(core: Core) ->
         through_orm = [tuple(r) for r in (await s.execute(read_env, {"p_chat": chat_id})).all()]
     assert repr(read) == repr(through_orm)  # NaN != NaN: compared as written out
     assert [env for _, env, _ in read[:len(shapes)]] == shapes
+    empties = [env for _, env, _ in read[7:len(shapes)]]  # each row's own, not one shared
+    assert len({id(env) for env in empties}) == 4
     if core.db.dialect == "sqlite":
         assert read[-1][1] == 7 and repr(read[0][2]) == "{'x': nan}"
 
