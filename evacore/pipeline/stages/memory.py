@@ -199,7 +199,7 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
             report.update(skipped="every message is in the prompt and no document is in scope",
                           query="\n".join(reversed(texts)), budget=reserve, inserted=[], cut=[],
                           excluded_in_window=kept)
-            await _index_later(service, tour)
+            await _index_later(service, tour, messages)
             return
     await end_reads(tour)  # the search may wait on the embedder: the connection goes back
     async with core.session() as s:
@@ -232,18 +232,22 @@ async def _retrieve(core: Core, service: MemoryService, tour: Tour, opts: Retrie
     )
 
 
-async def _index_later(service: MemoryService, tour: Tour) -> None:
+async def _index_later(service: MemoryService, tour: Tour,
+                       messages: list[Element] | None = None) -> None:
     """Leave this tour's new messages out of the index at its save when nothing can search
     them before they are indexed anyway: retrieval found every message in the prompt (or is
     off) and no embedding backend needs their vectors ready in advance. The lexical index
     catches up the moment it is searched: retrieval's backfill and `POST /v1/memory/search`
-    index what is missing first (`memory/index.py`), as for an imported chat."""
+    index what is missing first (`memory/index.py`), as for an imported chat. `messages`:
+    the prompt's message elements when the caller has them (`_window`), else read here."""
     if await service.backend() is not None:
         return
     tour.data["index_at_save"] = False
     # what the save would have indexed (the newest messages: a new answer, a new variant of
     # one) is left to the backfill, which goes on from `indexed_to`: it must start there
-    newest = [int(el.meta.get("position", 0)) for el in _chat_messages(tour)[-4:]]
+    if messages is None:
+        messages = _chat_messages(tour)
+    newest = [int(el.meta.get("position", 0)) for el in messages[-4:]]
     state = tour.data["chat"].setdefault("state", {}).setdefault("retrieval", {})
     if newest and int(state.get("indexed_to") or 0) > min(newest):
         state["indexed_to"] = min(newest)
