@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 _END = object()
@@ -258,7 +258,7 @@ class EventSink:
             for event in batch:
                 yield event
 
-    async def batches(self) -> AsyncIterator[list[tuple[str, dict[str, Any]]]]:
+    async def batches(self) -> AsyncGenerator[Batch, None]:
         """The events in order, each wait answered with every event queued by then: when a
         provider sends a burst, the channel writes it at once instead of event by event."""
         items = self._items

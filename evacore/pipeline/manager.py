@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,7 @@ class RunningTour:
     def id(self) -> str:
         return self.tour.id
 
-    def batches(self) -> AsyncIterator[Batch]:
+    def batches(self) -> AsyncGenerator[Batch, None]:
         """The tour's events, each batch holding every event queued by then (R8.4 names)."""
         return self.tour.events.batches()
 

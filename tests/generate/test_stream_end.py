@@ -49,3 +49,23 @@ async def test_a_tour_still_running_sends_no_last_chunk() -> None:
     stream = _stream(first, batches, sink)
     assert type(await anext(stream)) is bytes
     await stream.aclose()
+
+
+async def test_the_events_are_closed_when_the_response_stops_at_the_last_batch() -> None:
+    """The response stops reading at the last batch (before the events themselves end) and
+    closes the stream: the events' generator is closed with it, its reader let go at once,
+    not left suspended for the garbage collector's finalizer to close on another turn of
+    the event loop."""
+    sink = EventSink()
+    sink.emit("tour", {"tour_id": "t"})
+    batches = sink.batches()
+    first = await anext(batches)
+    sink.emit("done", {"finish_reason": "stop"})
+    sink.close()
+    stream = _stream(first, batches, sink)
+    async for chunk in stream:
+        if isinstance(chunk, LastChunk):
+            break  # as `EventStream` does
+    await stream.aclose()
+    assert batches.ag_frame is None  # closed: nothing left to finalize
+    assert sink.queue_now([("delta", {"text": "late"})]) is False  # no reader holds the sink

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -275,7 +275,7 @@ class Answer:
         it (the network read that brought the token, the tour's task, or these frames): a
         failure before it is a plain HTTP error (OpenAI's envelope), after it one error
         line and `[DONE]`. A client that leaves aborts the tour at once."""
-        return EventStream(self._frames(aiter(self.running.batches())), self.headers,
+        return EventStream(self._frames(self.running.batches()), self.headers,
                            on_gone=lambda: self.running.abort("client disconnected"),
                            on_end=self._ended,
                            write_through=(self.running.tour.events, self.writer.events),
@@ -288,28 +288,31 @@ class Answer:
             self.running.abort("client disconnected")
         self.remember_later()
 
-    async def _frames(self, events: AsyncIterator[Batch]) -> AsyncIterator[bytes | Response]:
-        async for batch in events:
-            chunk = self.writer.events(batch)
-            failed = next((d for n, d in batch if n == "error"), None)
-            if failed is not None:
-                if not self.writer.started:  # nothing sent yet: a plain HTTP error
-                    await self.running.result()
+    async def _frames(self, events: AsyncGenerator[Batch, None]
+                      ) -> AsyncGenerator[bytes | Response, None]:
+        async with contextlib.aclosing(events):  # closed however the frames end
+            async for batch in events:
+                chunk = self.writer.events(batch)
+                failed = next((d for n, d in batch if n == "error"), None)
+                if failed is not None:
+                    if not self.writer.started:  # nothing sent yet: a plain HTTP error
+                        await self.running.result()
+                        await self.remember(None)
+                        yield from_code(failed["code"], failed["message"]).response(self.headers)
+                        return
                     await self.remember(None)
-                    yield from_code(failed["code"], failed["message"]).response(self.headers)
+                    ended = error_line(from_code(failed["code"], failed["message"]))
+                    yield LastChunk(chunk + ended)
                     return
+                if chunk:
+                    yield chunk
+            tour = await self.running.result()
+            if tour.error:  # ended without an error event (not expected): still say so
                 await self.remember(None)
-                yield LastChunk(chunk + error_line(from_code(failed["code"], failed["message"])))
+                yield LastChunk(error_line(from_code(tour.error["code"], tour.error["message"])))
                 return
-            if chunk:
-                yield chunk
-        tour = await self.running.result()
-        if tour.error:  # ended without an error event (not expected): still say so
-            await self.remember(None)
-            yield LastChunk(error_line(from_code(tour.error["code"], tour.error["message"])))
-            return
-        await self.remember(turn_of(self.writer.content, self.writer.tool_calls))
-        yield LastChunk(self.writer.finish(tour.finish_reason, tour.usage))
+            await self.remember(turn_of(self.writer.content, self.writer.tool_calls))
+            yield LastChunk(self.writer.finish(tour.finish_reason, tour.usage))
 
 
 _LATER: set[asyncio.Task[None]] = set()

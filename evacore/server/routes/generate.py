@@ -9,7 +9,8 @@ abort, which closes the upstream request at once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
@@ -133,7 +134,7 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
             return error_response(status_for(tour.error["code"]), tour.error["code"],
                                   tour.error["message"], tour_id=tour.id)
         return JSONResponse(result_json(tour))
-    events = aiter(running.batches())
+    events = running.batches()
     # The first batch may be a while (stages 1-9, or the chat's earlier tour still running):
     # a client that leaves meanwhile aborts the tour, which then stores nothing it had not
     # and ends its events, so the batch is awaited right here (no task of its own, woken
@@ -144,13 +145,15 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
         first = await anext(events, None)
     except asyncio.CancelledError:
         running.abort("client disconnected")
+        await events.aclose()
         raise
     finally:
         left = gone.done()
         gone.cancel()
-    if left:
-        return Response(status_code=499)
-    if first is not None and first[0][0] == "error":
+    if left or (first is not None and first[0][0] == "error"):
+        await events.aclose()  # closed here, not left to the garbage collector's finalizer
+        if left:
+            return Response(status_code=499)
         # stage 1 refused the request (bad mode, empty chat…): a plain HTTP error, no stream
         code, message = first[0][1]["code"], first[0][1]["message"]
         return error_response(status_for(code), code, message, tour_id=tour.id)
@@ -174,16 +177,19 @@ def _frames(batch: Batch) -> bytes:
     return b"".join([sse_frame(name, data) for name, data in batch])
 
 
-async def _stream(first: Batch | None, batches: AsyncIterator[Batch], sink: EventSink
-                  ) -> AsyncIterator[bytes]:
+async def _stream(first: Batch | None, batches: AsyncGenerator[Batch, None], sink: EventSink
+                  ) -> AsyncGenerator[bytes, None]:
     """One write per batch of queued events (a burst from the provider goes out at once);
     the tour's last batch (its sink closed with nothing left in it) ends the response in
-    the same write."""
-    if first is None:
-        return
-    yield _last_or_not(_frames(first), sink)
-    async for batch in batches:
-        yield _last_or_not(_frames(batch), sink)
+    the same write. `batches` is closed however the stream ends (the response stops at
+    that last batch, before `batches` itself ends): a generator left to the garbage
+    collector costs the event loop a thread-safe wake-up and a task to close it."""
+    async with aclosing(batches):
+        if first is None:
+            return
+        yield _last_or_not(_frames(first), sink)
+        async for batch in batches:
+            yield _last_or_not(_frames(batch), sink)
 
 
 def _last_or_not(chunk: bytes, sink: EventSink) -> bytes:
