@@ -21,6 +21,7 @@ from sqlalchemy import event
 
 from evacore.rules import RepeatState, Rule, RuleSet, TourRules, stat_row
 from evacore.store import rules as store
+from evacore.store.lean import LeanSession, transact
 from evacore.store.tables import Chat
 
 if TYPE_CHECKING:
@@ -145,16 +146,21 @@ class RulesService:
 
     async def _load(self, tour: Tour, last: dict[str, int] | None) -> dict[str, int]:
         """One round trip: the version check and, for a chat without a stored repeat state, its
-        firing records."""
-        async with self.db.session() as s:
+        firing records. On SQLite in a lean session (`store/lean.py`): a chat's first tour
+        comes here, and an ordinary session's opening and closing would cost more than the
+        statement."""
+
+        async def read(s: AsyncSession | LeanSession) -> list[tuple[str, int]]:
             names = self._ruleset.names if last is None else []
             if self._fresh():
-                records = await store.repeat_records(s, tour.chat_id, names)
-            else:
-                version, records = await store.version_and_records(s, tour.chat_id, names)
-                rebuilt = await self._check(s, version)
-                if rebuilt and last is None and set(self._ruleset.names) - set(names):
-                    records = await store.repeat_records(s, tour.chat_id, self._ruleset.names)
+                return await store.repeat_records(s, tour.chat_id, names)
+            version, records = await store.version_and_records(s, tour.chat_id, names)
+            rebuilt = await self._check(s, version)
+            if rebuilt and last is None and set(self._ruleset.names) - set(names):
+                records = await store.repeat_records(s, tour.chat_id, self._ruleset.names)
+            return records
+
+        records = await transact(self.db, read)
         if last is not None:
             return last
         return RepeatState.from_records(records).last_fired_turn
@@ -165,8 +171,7 @@ class RulesService:
 
     async def _background_check(self) -> None:
         try:
-            async with self.db.session() as s:
-                await self._check(s)
+            await transact(self.db, self._check)
         except Exception:  # noqa: BLE001 - the next tour start checks again
             _log.warning("stream rules version check failed", exc_info=True)
 

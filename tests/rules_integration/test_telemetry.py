@@ -175,3 +175,37 @@ async def test_r6_8_repeat_policies_count_chat_turns_across_tours(
     other = await new_chat(client, script)  # repeat state is per chat
     run = await generate(client, other, "go")
     assert len(run.diagnostics["rules"]["fired"]) == 3
+
+
+async def test_r6_11_a_chat_s_first_tour_reads_its_firings_in_a_lean_session(
+    client: httpx.AsyncClient, core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chat whose engine state holds no repeat state yet (its first tour) has its firings
+    read from `stream_rule_stat`, and the tour's repeat state starts from them. On SQLite the
+    read runs in a lean session (`store/lean.py`): no ordinary session is opened for it."""
+    from evacore.domain.ids import utcnow
+    from evacore.domain.roles import env_for_role
+    from evacore.pipeline.tour import Tour
+
+    chat = await new_chat(client, [{"step": 0, "text": "fine"}])
+    async with core.session() as s:  # fired on turn 3, by a tour before this state was kept
+        await store.add_stats(s, [{"rule": "look_before_refusing", "chat_id": chat,
+                                   "tour_id": None, "turn": 3, "scope": "text",
+                                   "retry": False, "created_at": utcnow()}])
+
+    def tour() -> Tour:
+        made = Tour(chat_id=chat, user_id=None, role="master", env=env_for_role("master"))
+        made.data["chat"] = {"state": {}, "turn": 5}  # no repeat state kept yet
+        return made
+
+    await core.rules.load_for_tour(tour())  # the rule set compiled and fresh
+    opened: list[object] = []
+    ordinary = core.db.session
+    monkeypatch.setattr(core.db, "session", lambda: opened.append(1) or ordinary())
+    first = tour()
+    rules = await core.rules.load_for_tour(first)
+    assert rules is not None
+    assert rules.repeat_state.last_fired_turn == {"look_before_refusing": 3}
+    assert first.data["chat"]["state"]["stream_rules"] == {
+        "last_fired": {"look_before_refusing": 3}}
+    assert opened == ([] if core.engine.dialect.name == "sqlite" else [1])
