@@ -77,6 +77,10 @@ class EventStream(Response):
     frames usually wait for the tour's next event); `on_end` runs however the response
     ends. A `LastChunk` from `frames` goes out with the response's end. A slow reader
     slows the frames: the server's `send` waits while its write buffer is full.
+
+    `watching`, when given, is the channel's own watch for the client's leaving, begun
+    before the response (a future that finishes when the disconnect comes, and that acts
+    on it itself): it is used, and cancelled at the end, instead of a new task of its own.
     """
 
     def __init__(self, frames: AsyncIterator[bytes | Response], headers: Mapping[str, str],
@@ -84,8 +88,10 @@ class EventStream(Response):
                  media_type: str = "text/event-stream",
                  write_through: tuple[EventSink, Callable[[Batch], bytes]] | None = None,
                  head_with_first_chunk: bool = False,
-                 text_frame: TextFrame | None = None) -> None:
+                 text_frame: TextFrame | None = None,
+                 watching: asyncio.Future[None] | None = None) -> None:
         self.frames, self.on_gone, self.on_end = frames, on_gone, on_end
+        self.watching = watching
         self.write_through = write_through
         self.text_frame = text_frame
         self.head_with_first_chunk = head_with_first_chunk
@@ -98,7 +104,7 @@ class EventStream(Response):
             for k, v in {**SSE_HEADERS, **headers}.items()]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        watcher = asyncio.ensure_future(self._watch(receive))
+        watcher = self.watching or asyncio.ensure_future(self._watch(receive))
         head = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         started = not self.head_with_first_chunk
         last = b""

@@ -146,3 +146,39 @@ async def test_a_last_chunk_ends_the_response_in_the_same_message() -> None:
         assert client.kinds() == [200, b"data: a\n\n", b"data: end\n\n"]
         assert client.sent[-1]["more_body"] is False  # the end is in the last chunk's send
         assert len(pulled) == 2  # nothing after the last chunk is asked for
+
+
+async def test_a_watch_the_channel_began_is_the_stream_s_own() -> None:
+    """Given the channel's own watch for the client's leaving (`watching`), the stream reads
+    no message itself (no second watch), stops writing once that watch has seen the client
+    go, and cancels it at the end when the client stayed."""
+    sink, client = EventSink(), _Client()
+    reads: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        reads.append(1)
+        return await client.receive()
+
+    watch: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    stream = EventStream(_frames(sink), {}, on_gone=lambda: None,
+                         write_through=(sink, _frame), watching=watch)
+    task = asyncio.ensure_future(stream({"type": "http"}, receive, client.send))
+    sink.emit("delta", {"text": "a"})
+    await asyncio.sleep(0.01)
+    sink.close()
+    await task
+    assert client.kinds() == [200, b"data: a\n\n", b""]
+    assert reads == [] and watch.cancelled()
+
+    sink, client = EventSink(), _Client()
+    gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    stream = EventStream(_frames(sink), {}, on_gone=lambda: None,
+                         write_through=(sink, _frame), watching=gone)
+    task = asyncio.ensure_future(stream({"type": "http"}, receive, client.send))
+    await asyncio.sleep(0.01)
+    gone.set_result(None)  # the channel's watch saw the client go
+    sink.emit("delta", {"text": "late"})
+    sink.close()
+    await task
+    assert b"data: late\n\n" not in [m.get("body") for m in client.sent]
+    assert reads == []

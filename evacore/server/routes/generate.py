@@ -138,19 +138,21 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
     # The first batch may be a while (stages 1-9, or the chat's earlier tour still running):
     # a client that leaves meanwhile aborts the tour, which then stores nothing it had not
     # and ends its events, so the batch is awaited right here (no task of its own, woken
-    # by the tour's first event).
+    # by the tour's first event). The watch for the client's leaving goes on as the
+    # stream's own (`watching`): one task for the whole answer.
     gone = asyncio.ensure_future(_client_gone(receive))
     gone.add_done_callback(lambda done: done.cancelled() or running.abort("client disconnected"))
     try:
         first = await anext(events, None)
-    except asyncio.CancelledError:
-        running.abort("client disconnected")
+    except BaseException as failed:
+        gone.cancel()
+        if isinstance(failed, asyncio.CancelledError):
+            running.abort("client disconnected")
         await events.aclose()
         raise
-    finally:
-        left = gone.done()
-        gone.cancel()
+    left = gone.done()
     if left or (first is not None and first[0][0] == "error"):
+        gone.cancel()
         await events.aclose()  # closed here, not left to the garbage collector's finalizer
         if left:
             return Response(status_code=499)
@@ -161,7 +163,8 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
                        on_gone=lambda: running.abort("client disconnected"),
                        on_end=lambda: running.abort("client disconnected"),
                        write_through=(tour.events, _frames),
-                       text_frame=TextFrame(DELTA_START, DELTA_END))
+                       text_frame=TextFrame(DELTA_START, DELTA_END),
+                       watching=gone)  # the same watch goes on through the stream
 
 
 async def _client_gone(receive: Receive) -> None:
