@@ -396,8 +396,11 @@ class OneTripConnection(aiosqlite.Connection):
         try:
             return _run(conn, sql, parameters, False)
         finally:
-            self._ran_inline(time.perf_counter() - started)
-            if time.thread_time() - cpu > INLINE_SECONDS:
+            took = time.perf_counter() - started
+            self._ran_inline(took)
+            # its CPU is at most its wall time: the thread's CPU clock (a system call, where
+            # the wall clock is not) is read again only when the wall time could hold more
+            if took > INLINE_SECONDS and time.thread_time() - cpu > INLINE_SECONDS:
                 _slow(sql)
             elif _SLOW:
                 _fast(sql)
