@@ -168,9 +168,16 @@ class EventStream(Response):
             await self.background()
 
     async def _watch(self, receive: Any) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await client_gone(receive)
         self.on_gone()
+
+
+async def client_gone(receive: Any) -> None:
+    """Return when the client closes its connection: every ASGI message after the request's
+    body (read by then) is read and dropped until the disconnect (servers do not cancel the
+    endpoint for it)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:

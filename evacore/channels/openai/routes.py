@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from evacore.channels.event_stream import EventStream, LastChunk
+from evacore.channels.event_stream import EventStream, LastChunk, client_gone
 from evacore.channels.openai import binding
 from evacore.channels.openai.chunks import ChunkWriter, completion
 from evacore.channels.openai.conversation import (
@@ -247,7 +247,7 @@ class Answer:
         task.add_done_callback(_LATER.discard)
 
     async def whole(self, request: Request) -> Response:
-        gone = asyncio.ensure_future(_client_gone(request))
+        gone = asyncio.ensure_future(client_gone(request.receive))
         try:
             await asyncio.wait({self.running.task, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not self.running.task.done():  # nobody waits for the answer any more
@@ -316,13 +316,6 @@ class Answer:
 
 
 _LATER: set[asyncio.Task[None]] = set()
-
-
-async def _client_gone(request: Request) -> None:
-    """Return when the client closes its connection (the body has been read already, so
-    the next ASGI message is the disconnect)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 def answer_of(tour: Tour) -> tuple[str, list[dict[str, Any]]]:

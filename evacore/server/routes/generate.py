@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.types import Receive
 
-from evacore.channels.event_stream import EventStream, LastChunk, TextFrame
+from evacore.channels.event_stream import EventStream, LastChunk, TextFrame, client_gone
 from evacore.core import Core
 from evacore.domain.connection_params import RequestParamsField
 from evacore.domain.images import Images
@@ -119,7 +119,7 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
     running = core.tours.start(tour_request(chat_id, body, who))
     tour = running.tour
     if not body.stream:
-        gone = asyncio.ensure_future(_client_gone(receive))
+        gone = asyncio.ensure_future(client_gone(receive))
         try:
             await asyncio.wait({running.task, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not running.task.done():  # nobody waits for the answer any more
@@ -140,7 +140,7 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
     # and ends its events, so the batch is awaited right here (no task of its own, woken
     # by the tour's first event). The watch for the client's leaving goes on as the
     # stream's own (`watching`): one task for the whole answer.
-    gone = asyncio.ensure_future(_client_gone(receive))
+    gone = asyncio.ensure_future(client_gone(receive))
     gone.add_done_callback(lambda done: done.cancelled() or running.abort("client disconnected"))
     try:
         first = await anext(events, None)
@@ -165,13 +165,6 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
                        write_through=(tour.events, _frames),
                        text_frame=TextFrame(DELTA_START, DELTA_END),
                        watching=gone)  # the same watch goes on through the stream
-
-
-async def _client_gone(receive: Receive) -> None:
-    """Return when the client closes its connection (the body has been read already, so
-    the next ASGI message is the disconnect; servers do not cancel the endpoint for it)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 def _frames(batch: Batch) -> bytes:
