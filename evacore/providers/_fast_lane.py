@@ -47,7 +47,8 @@ class FastLane:
     """One streamed attempt's fast lane: the consumer's tap, the adapter's parse, and the
     request's clock each taken token moves (`clock`)."""
 
-    __slots__ = ("_model", "clock", "closed", "fast_text", "ready", "state", "tap")
+    __slots__ = ("_model", "clock", "closed", "decoder", "fast_text", "ready", "state", "tap",
+                 "utf8")
 
     def __init__(self, tap: TextTap, fast_text: FastText, clock: TokenClock) -> None:
         self.tap = tap
@@ -61,6 +62,10 @@ class FastLane:
         """The learned template a network chunk is read by, while it names the model the
         ordinary path saw last (`arm`): its `start`, `end`, where the text's JSON begins,
         the fewest bytes a chunk of it has, and where the JSON ends counted from the end."""
+        self.decoder = SSEDecoder()
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        """The attempt's SSE and UTF-8 decoders: the ordinary path reads its chunks with
+        them, and its body tap (`reader()`) checks them."""
 
     @property
     def model(self) -> str | None:
@@ -85,10 +90,13 @@ class FastLane:
         """Nothing more is taken (the answer finished: what follows is drained unread)."""
         self.closed = True
 
-    def reader(self, decoder: SSEDecoder, utf8: codecs.IncrementalDecoder
-               ) -> Callable[[bytes], bool]:
-        """The body tap of a connection whose chunks `decoder` (after `utf8`) decodes."""
-
+    def reader(self, decoder: SSEDecoder | None = None,
+               utf8: codecs.IncrementalDecoder | None = None) -> Callable[[bytes], bool]:
+        """The body tap of a connection whose chunks `decoder` (after `utf8`) decodes: the
+        attempt's own (`self.decoder`, `self.utf8`) when not given. Made once an attempt and
+        not kept here (it refers to the lane: kept, the two would be a cycle)."""
+        decoder = self.decoder if decoder is None else decoder
+        utf8 = self.utf8 if utf8 is None else utf8
         tap, clock = self.tap, self.clock
         loads, JSONDecodeError, monotonic = orjson.loads, orjson.JSONDecodeError, time.monotonic
 

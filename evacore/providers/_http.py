@@ -106,10 +106,13 @@ class HTTPProvider:
         headers = self.headers(request, stream=True)
         # `stream` passes a tap only to an adapter with a `fast_text`
         lane = FastLane(tap, self.fast_text, dl) if tap and self.fast_text else None
+        # its body tap, from the chunks that come with the head on: a first token that
+        # comes with the head goes out without waiting for this task to wake
+        take = lane.reader() if lane is not None else None
         async with (
-            open_stream(self._streams, wire, headers, dl, conn,
-                        self.endpoint(stream=True)) as response,
-            aclosing(sse_events(response, dl, conn, lane)) as sse,
+            open_stream(self._streams, wire, headers, dl, conn, self.endpoint(stream=True),
+                        take) as response,
+            aclosing(sse_events(response, dl, conn, lane, take)) as sse,
             aclosing(self.parse_stream(sse, request, lane) if lane is not None
                      else self.parse_stream(sse, request)) as events,
         ):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
 import httpx
@@ -79,10 +79,12 @@ async def _send_httpx(client: httpx.AsyncClient, wire: WireRequest, url: str,
 
 async def _send_streams(streams: StreamClient, wire: WireRequest, url: str,
                         headers: Mapping[str, str], body: bytes, dl: Deadlines,
-                        conn: Connection) -> StreamResponse:
+                        conn: Connection, early: Callable[[bytes], bool] | None = None
+                        ) -> StreamResponse:
     try:
         return await within(
-            streams.send(wire.method, url, headers, body, conn.timeouts.connect), dl, conn)
+            streams.send(wire.method, url, headers, body, conn.timeouts.connect, early),
+            dl, conn)
     except ValueError as exc:
         raise ProviderConnectionError(f"{label(conn)}: {redact(str(exc))}") from None
     except TimeoutError:
@@ -148,11 +150,14 @@ async def open_stream(
     dl: Deadlines,
     conn: Connection,
     url: str | None = None,
+    early: Callable[[bytes], bool] | None = None,
 ) -> AsyncIterator[StreamResponse | HttpxBody]:
     """Send `wire` with real headers (and the real `url`: `wire.url` has its secrets
     masked) and yield its response (status < 400) to `read()` chunk by chunk or `aread()`
     whole: through `streams` (one parser callback per network read), or, when the
     environment names a proxy for the URL, through its httpx client that speaks to it.
+    `early`: the body tap offered what comes with the head (`StreamClient.send`; not on
+    the proxied path).
 
     Leaving the block for any reason (end, error, cancellation) closes the response, which
     closes the socket when the body was not read to the end.
@@ -165,7 +170,7 @@ async def open_stream(
                                      orjson.dumps(wire.body), dl, conn)
     else:
         response = await _send_streams(streams, wire, target, headers,
-                                       orjson.dumps(wire.body), dl, conn)
+                                       orjson.dumps(wire.body), dl, conn, early)
     try:
         if response.status_code >= 400:
             raw = await within(response.aread(), dl, conn)

@@ -64,6 +64,10 @@ class _Conn(asyncio.Protocol):
         self.tap: Callable[[bytes], bool] | None = None
         """Offered each body chunk that arrives while the reader waits with nothing
         unread; True when it took the chunk (the reader never sees it)."""
+        self.early: Callable[[bytes], bool] | None = None
+        """The sender's tap for the body chunks that come with the head, before the sender
+        took the head (`send`'s `early`): offered them as `tap` is, only for a 2xx answer
+        whose body comes as sent (no content encoding)."""
 
     # --- asyncio.Protocol -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -94,6 +98,11 @@ class _Conn(asyncio.Protocol):
         # full pass would free; nothing is parsed after the connection is gone
         del self.parser
 
+    def _as_sent(self) -> bool:
+        """The body comes as the upstream wrote it: no content encoding to undo."""
+        return all(value.strip().lower() in (b"", b"identity")
+                   for name, value in self.raw_headers if name.lower() == b"content-encoding")
+
     def _ends_with_connection(self) -> bool:
         """The response's body has neither a length nor chunks: it runs to the close."""
         names = {name.lower() for name, _ in self.raw_headers}
@@ -105,6 +114,8 @@ class _Conn(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
+        if self.early is not None and not (200 <= self.status < 300 and self._as_sent()):
+            self.early = None  # an error's body, or one to inflate: the sender reads it
         if not self.head.done():
             self.head.set_result(None)
 
@@ -114,6 +125,8 @@ class _Conn(asyncio.Protocol):
             waiter = self.waiter
             if waiter is not None and not waiter.done() and tap(body):
                 return
+        elif self.early is not None and not self.chunks and self.early(body):
+            return  # came with the head: taken before the sender wakes for it
         self.chunks.append(body)
         self.buffered += len(body)
         if self.buffered >= PAUSE_AT_BYTES and not self.paused and self.transport is not None:
@@ -234,10 +247,16 @@ class StreamClient:
         return self._ssl
 
     async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes,
-                   connect_timeout: float) -> StreamResponse:
+                   connect_timeout: float, early: Callable[[bytes], bool] | None = None
+                   ) -> StreamResponse:
         """Send the request and wait for the response's head. Raises `ValueError` for a URL
         this client cannot reach, `TimeoutError` when connecting takes too long and
-        `StreamError` for a connection that failed before the head arrived."""
+        `StreamError` for a connection that failed before the head arrived.
+
+        `early` is offered the body chunks of a 2xx answer with no content encoding that
+        arrive with its head, before this wakes for it (the body tap the reader offers
+        next, `StreamResponse.tap_body`): what it takes the reader never sees, so a body
+        that comes with its head is not held for the sender's wake-up."""
         key, target, host = self._target(url)
         for name, value in headers.items():
             if any(c in f"{name}{value}" for c in "\r\n\0"):
@@ -258,6 +277,7 @@ class StreamClient:
             if conn is None:
                 conn = await self._connect(key, connect_timeout)
             assert conn.transport is not None
+            conn.early = early
             conn.transport.write(head + body)
             try:
                 await conn.head
@@ -269,6 +289,8 @@ class StreamClient:
             except BaseException:
                 conn.transport.close()
                 raise
+            finally:
+                conn.early = None
             return StreamResponse(self, key, conn)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -75,11 +75,14 @@ class Exchange:
         self.send(status, orjson.dumps(obj), headers=headers)
 
     def start_stream(self, status: int = 200, content_type: str = "text/event-stream",
-                     headers: dict[str, str] | None = None) -> None:
+                     headers: dict[str, str] | None = None, first: bytes = b"") -> None:
+        """The head of a chunked answer, and `first`, the body's first chunk (as it goes on
+        the wire), in the same network write when given."""
         head = {"Content-Type": content_type, "Transfer-Encoding": "chunked",
                 "Cache-Control": "no-cache", **(headers or {})}
         self.started = True
-        self._conn.write(self._head(status, head))
+        self._conn.write(self._head(status, head)
+                         + (b"%x\r\n%s\r\n" % (len(first), first) if first else b""))
         self._chunked = True
 
     def write(self, data: str | bytes) -> None:

@@ -6,12 +6,13 @@ still hold while the consumer's task never wakes."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 
 import orjson
 import pytest
 
-from evacore.errors import ProviderTimeout
+from evacore.errors import ProviderConnectionError, ProviderError, ProviderTimeout
 from evacore.providers import Finish, TextDelta, make_provider
 from evacore.providers.base import Connection, TextTap, Timeouts
 from tests.fakes.server import Exchange, LoopbackServer
@@ -208,3 +209,88 @@ async def test_cancel_while_the_tap_takes_closes_the_upstream_at_once(
     await asyncio.sleep(0.1)
     assert len(seen) == count  # nothing is taken once the reader is gone
     await provider.aclose()
+
+
+def _with_head(status: int, first: bytes, rest: list[bytes], headers: dict[str, str] | None = None,
+               reset: bool = False) -> LoopbackServer:
+    """The head and the body's first chunk in one network write, then the rest 20 ms apart
+    (and then a reset of the connection, with `reset`)."""
+
+    async def handle(ex: Exchange) -> None:
+        ex.start_stream(status, headers=headers, first=first)
+        for data in rest:
+            await ex.sleep(0.02)
+            ex.write(data)
+        if reset:
+            await ex.sleep(0.02)
+            ex.reset()
+            return
+        ex.end_stream()
+
+    return LoopbackServer(handle)
+
+
+async def _tapped_from_the_start(provider, seen: list[tuple[str, str]]) -> list[object]:
+    """Read the stream with the tap open before the request goes out (as stage 12 opens it
+    when nothing goes in front of the first text)."""
+    tap = TextTap()
+    tap.take = lambda texts: not seen.extend(("tap", t) for t in texts)
+    tap.take_text = lambda text: not seen.append(("one", text))
+    events: list[object] = []
+    async for event in provider.stream(chat_request(), tap=tap):
+        events.append(event)
+        if isinstance(event, TextDelta):
+            seen.append(("event", event.text))
+    return events
+
+
+async def test_a_first_text_that_comes_with_the_head_is_taken_in_that_read() -> None:
+    """The head and the first text in one read: the tap takes the text in that read, before
+    the consumer's task wakes for the head; the rest of the stream follows in order."""
+    rest = [_delta("B ").encode(), FINISH.encode(), b"data: [DONE]\n\n"]
+    with _with_head(200, _delta("A ").encode(), rest) as server:
+        provider = make_provider(_connection(server.url))
+        seen: list[tuple[str, str]] = []
+        events = await _tapped_from_the_start(provider, seen)
+        await provider.aclose()
+    assert seen == [("one", "A "), ("one", "B ")]
+    assert isinstance(events[-1], Finish) and events[-1].finish_reason == "stop"
+
+
+@pytest.mark.parametrize(("status", "headers"), [
+    (500, None), (200, {"Content-Encoding": "gzip"})], ids=["error status", "gzip"])
+async def test_a_body_that_comes_with_the_head_is_not_taken_when_the_head_says_otherwise(
+    status: int, headers: dict[str, str] | None,
+) -> None:
+    """An error's body (read whole for its message) and an encoded body (inflated first)
+    are never offered to the tap with the head: the text of the one is not the answer's,
+    the bytes of the other are not text."""
+    first = _delta("A ").encode()
+    if headers:  # the whole body, one gzip stream
+        first = gzip.compress(first + FINISH.encode() + b"data: [DONE]\n\n")
+    with _with_head(status, first, [], headers) as server:
+        provider = make_provider(_connection(server.url))
+        seen: list[tuple[str, str]] = []
+        if status >= 400:
+            with pytest.raises(ProviderError):
+                await _tapped_from_the_start(provider, seen)
+        else:
+            await _tapped_from_the_start(provider, seen)
+        await provider.aclose()
+    assert seen == ([] if status >= 400 else [("event", "A ")])
+
+
+async def test_a_stream_that_breaks_after_a_text_taken_with_the_head_is_not_retried() -> None:
+    """Retries only before the first token: a text the tap took with the head counts as
+    one, so the connection's break after it fails the answer instead of asking again."""
+    with _with_head(200, _delta("A ").encode(), [_delta("B ").encode()], reset=True) as server:
+        provider = make_provider(Connection(
+            id="c1", name="lane", kind="openai-chat", base_url=server.url + "/v1",
+            model="m1", timeouts=Timeouts(), retries=2))
+        seen: list[tuple[str, str]] = []
+        with pytest.raises(ProviderConnectionError) as caught:
+            await _tapped_from_the_start(provider, seen)
+        await provider.aclose()
+    assert seen == [("one", "A "), ("one", "B ")]
+    assert caught.value.retryable is False
+    assert len(server.requests) == 1
