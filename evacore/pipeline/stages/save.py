@@ -8,6 +8,7 @@ A partial answer after an abort or failure is saved as a variant marked `aborted
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,9 @@ class Save:
 
 async def _save(core: Core, tour: Tour, *, extras: bool) -> tuple[str | None, str | None]:
     diagnostics, parts = stored_diagnostics(core, tour, shared=extras)
+    # the record's redaction and its writes in two passes of the event loop: what became
+    # ready meanwhile (other tours' tokens and first steps) waits behind half of it
+    await asyncio.sleep(0)
 
     async def save_in(s: Any) -> tuple[str | None, str | None]:
         message_id, variant_id = await _store_answer(
