@@ -237,18 +237,18 @@ async def sse_events(response: Body, dl: Deadlines, conn: Connection,
 
     The hot path of a relayed answer: one read per network chunk, guarded inline (what
     `within` does, without a coroutine per read). With a `lane`, chunks of plain text
-    deltas that arrive while this waits for a read go to its tap instead (`_fast_lane.py`):
-    `take`, its `reader()` that may already have taken the chunks that came with the
-    response's head (`open_stream`'s `early`), or a new one.
+    deltas that arrive while this waits for a read go to its tap `take` instead
+    (`_fast_lane.py`: the lane's `reader()`, which may already have taken the chunks that
+    came with the response's head, `open_stream`'s `early`).
     """
     if lane is not None:  # the decoders its tap checks, and may have left untouched
         decoder, utf8 = lane.decoder, lane.utf8
     else:
         decoder, utf8 = SSEDecoder(), codecs.getincrementaldecoder("utf-8")(errors="replace")
     read = response.read
-    tap_body = getattr(response, "tap_body", None) if lane is not None else None
+    tap_body = getattr(response, "tap_body", None) if take is not None else None
     if tap_body is not None:
-        tap_body(take or lane.reader())  # type: ignore[union-attr]
+        tap_body(take)
     task = asyncio.current_task()
     try:
         while True:
