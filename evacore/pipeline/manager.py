@@ -145,6 +145,10 @@ class TourManager:
             # aborting already: one more cancel would land in the abort's own save and end
             # the tour before it told its channel
             return True
+        if tour.answered:
+            # the answer is complete and being saved: it is saved whole, as it was answered
+            # (a client that leaves as its last token arrives has lost nothing)
+            return True
         tour.abort.fire(reason)
         task.cancel(reason)
         return True

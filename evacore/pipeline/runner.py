@@ -93,6 +93,7 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
                 _check_abort(tour)
                 await run_stage(core, tour, stage)
             await run_steps(core, tour, STEP)
+            tour.answered = True  # an abort from now on comes too late to cut anything
             # The answer's end and its save are two passes of the event loop, not one: the
             # work ready meanwhile (other tours' tokens and first steps) runs between them
             # instead of behind the whole of both (their time to first token under load)

@@ -102,6 +102,9 @@ class Tour:
     status: str = "running"
     error: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
+    answered: bool = False
+    """The answer is complete (the provider finished and every step ran): only its end and
+    save (stages 13-14) are left, which an abort no longer cuts short."""
     save_hooks: list[Callable[[Any, Tour], Awaitable[None]]] = field(default_factory=list)
     """A channel's writes for this tour's save transaction (stage 14): each awaited as
     `(session, tour)` after the core's own save hooks, in the same transaction."""
