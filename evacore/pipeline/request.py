@@ -86,7 +86,7 @@ def _check_typed(request: TourRequest) -> None:
 
 
 @dataclass
-class _Checked:
+class CheckedRequest:
     """What `check_request` read from a request, ready for its tour."""
 
     env: dict[str, bool]
@@ -97,10 +97,12 @@ class _Checked:
     params: dict[str, Any]
 
 
-def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
+def tour_for(request: TourRequest, *, max_steps: int,
+             checked: CheckedRequest | None = None) -> Tour:
     """The tour a request asks for; invalid requests raise `InvalidInput` (a 422), client ops
-    from anyone but the master `Forbidden` (a 403)."""
-    c = check_request(request, max_steps=max_steps)
+    from anyone but the master `Forbidden` (a 403). `checked`: this same request's
+    `check_request`, when its channel made it already."""
+    c = checked if checked is not None else check_request(request, max_steps=max_steps)
     tour = Tour(
         chat_id=request.chat_id, user_id=request.user_id, role=request.role,
         mode=request.mode, stream=request.stream, env=c.env, env_overrides=c.overrides,
@@ -112,7 +114,7 @@ def tour_for(request: TourRequest, *, max_steps: int) -> Tour:
     return tour
 
 
-def check_request(request: TourRequest, *, max_steps: int) -> _Checked:
+def check_request(request: TourRequest, *, max_steps: int) -> CheckedRequest:
     """Everything `tour_for` refuses a request for, without making its tour: a channel that
     must write something before it starts the tour (a chat) checks first."""
     if request.mode not in MODES:
@@ -155,4 +157,4 @@ def check_request(request: TourRequest, *, max_steps: int) -> _Checked:
         params["max_steps"] = step_limit(params["max_steps"], max_steps)
     if request.prefill is not None:
         params["prefill"] = request.prefill
-    return _Checked(env, overrides, images, client_ops, external_tools, params)
+    return CheckedRequest(env, overrides, images, client_ops, external_tools, params)

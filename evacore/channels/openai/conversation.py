@@ -127,9 +127,16 @@ class Conversation:
         takes (four, each over the whole conversation the client resent)."""
         return [orjson.dumps(t.key()) for t in self.turns]
 
+    @cached_property
+    def _whole(self) -> str:
+        return _digest(self._keys)
+
     def digest(self, answer: Turn | None = None, *, prior: bool = False) -> str:
         """The digest of the turns (`prior`: of the prior turns only), with `answer` after
-        them when given."""
+        them when given. The turns' own digest is taken once a request (the binding's match
+        and its record both need it)."""
+        if answer is None and not prior:
+            return self._whole
         keys = self._keys[:len(self.prior)] if prior else self._keys
         return _digest([*keys, orjson.dumps(answer.key())] if answer is not None else keys)
 

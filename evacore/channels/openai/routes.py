@@ -40,7 +40,7 @@ from evacore.errors import EvacoreError
 from evacore.logs import get_logger
 from evacore.pipeline.events import Batch
 from evacore.pipeline.manager import RunningTour
-from evacore.pipeline.request import TourRequest, check_request
+from evacore.pipeline.request import CheckedRequest, TourRequest, check_request, tour_for
 from evacore.pipeline.tour import Tour
 from evacore.store.db import refuses_nul
 from evacore.store.lean import transact
@@ -161,20 +161,29 @@ async def chat_completions(request: Request) -> Response:
             params=tour_params(body, target.max_tokens), system=conv.system,
             external_tools=tools, resume=plan.resume)
 
-    async def bind(s: Any) -> tuple[Target, binding.Plan]:
+    max_steps = core.settings.agent.max_steps
+
+    async def bind(s: Any) -> tuple[Target, binding.Plan, CheckedRequest | None]:
         target = await resolve(s, body.model)
         # what the tour would refuse, refused before a chat is made for it (an EvacoreError,
         # answered in OpenAI's terms by `in_openai_terms`)
         turn = binding.Plan("", "", resume=conv.ends_with_results)
         if not turn.resume:
             turn.text, turn.images = conv.text, list(conv.images)
-        check_request(tour_request(turn, target), max_steps=core.settings.agent.max_steps)
-        return target, await binding.plan_for(s, who, target, conv, named=named,
-                                              end_user=body.user)
+        checked = check_request(tour_request(turn, target), max_steps=max_steps)
+        plan = await binding.plan_for(s, who, target, conv, named=named, end_user=body.user)
+        # the tour's own request differs from the one checked only by its chat (a new one,
+        # or the named one) unless the plan made it a regenerate or a resume: then its check
+        # is this one, and is not made twice
+        same = ((plan.mode, plan.text, plan.images, plan.resume)
+                == (turn.mode, turn.text, turn.images, turn.resume)
+                and "\x00" not in plan.chat_id)
+        return target, plan, checked if same else None
 
-    target, plan = await transact(core.db, bind)
+    target, plan, checked = await transact(core.db, bind)
     try:
-        running = core.tours.start(tour_request(plan, target), now=False)
+        running = core.tours.start(tour_for(tour_request(plan, target), max_steps=max_steps,
+                                            checked=checked), now=False)
     except EvacoreError as exc:
         return from_evacore(exc).response({CHAT_HEADER: plan.chat_id})
     running.tour.diagnostics["openai"] = {"model": body.model, "binding": plan.how}
@@ -199,8 +208,9 @@ class Answer:
         self.model = body.model
         self.streaming = bool(body.stream)
         self.recorded = False
-        self.saved_seen: str | None = None
-        """The binding's digest written with the tour's answer (`_bind_with_answer`)."""
+        self.saved_turn: Turn | None = None
+        """The answer the binding was written with, with the tour's answer
+        (`_bind_with_answer`)."""
         running.tour.save_hooks.append(self._bind_with_answer)
 
     async def _bind_with_answer(self, s: AsyncSession, tour: Tour) -> None:
@@ -213,18 +223,18 @@ class Answer:
             content, calls = self.writer.seen_with(tour.events.queued())
         else:
             content, calls = answer_of(tour)
-        seen = binding.seen_digest(self.conv, turn_of(content, calls))
-        await binding.record_in(s, self.plan, self.conv, seen)
-        self.saved_seen = seen
+        turn = turn_of(content, calls)
+        await binding.record_in(s, self.plan, self.conv, binding.seen_digest(self.conv, turn))
+        self.saved_turn = turn
 
     async def remember(self, answer: Turn | None) -> None:
         if self.recorded:
             return
         self.recorded = True
         tour = self.running.tour
-        if (self.saved_seen is not None and "save_problem" not in tour.diagnostics
+        if (self.saved_turn is not None and "save_problem" not in tour.diagnostics
                 and tour.data.get("saved") is not None
-                and self.saved_seen == binding.seen_digest(self.conv, answer)):
+                and answer is not None and self.saved_turn.key() == answer.key()):
             return  # written with the answer, and what the client got is what it says
         await binding.record(self.core, self.plan, self.conv, answer)
 
