@@ -144,6 +144,9 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
             # go, so that reference counting frees a finished tour at once instead of a
             # full pass of the garbage collector, which walks every live object.
             tour.data.pop("tools", None)
+            # So do a channel's save hooks (the facade's refers to its answer, which holds
+            # the tour): the tour has saved, or will never save, by now
+            tour.save_hooks.clear()
             metrics.record(tour)
             tour.events.close()
 

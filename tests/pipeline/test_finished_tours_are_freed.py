@@ -6,6 +6,7 @@ every stream in flight felt as added latency."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Iterator
 
@@ -88,3 +89,24 @@ async def test_a_tour_with_tool_steps_leaves_no_tour_in_a_cycle(
     assert "tool_result" in names and names[-1] == "done"
     _collect(cyclic_garbage)
     assert "Tour" not in _kinds(cyclic_garbage)
+
+
+async def test_a_facade_answer_and_its_tour_are_freed_the_moment_the_answer_ends(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream, cyclic_garbage: list[object]
+) -> None:
+    """The facade's answer hooks itself into its tour's save: once the answer is out, nothing
+    but that hook may refer to it, and the two must not hold each other until a collection."""
+    from evacore.channels.openai.routes import Answer
+
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    openai_fake.script.reply("One.").reply("Two.")
+    for i, streamed in enumerate((True, False)):
+        r = await client.post("/v1/chat/completions", headers={"X-Evacore-Chat": chat}, json={
+            "model": "@fake openai-chat", "stream": streamed,
+            "messages": [{"role": "user", "content": f"turn {i}"}]})
+        assert r.status_code == 200, r.text
+        assert ("One." if i == 0 else "Two.") in r.text
+        del r
+    await asyncio.sleep(0.05)  # the stream's end and its task are done with the answer
+    left = [type(o).__name__ for o in gc.get_objects() if isinstance(o, (Tour, Answer))]
+    assert left == []
