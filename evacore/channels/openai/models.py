@@ -63,10 +63,24 @@ async def _rows(session: AsyncSession, stmt: Any) -> list[Any]:
 
 
 def _first_by_name(rows: list[Any]) -> dict[str, Any]:
+    """The rows by folded name, the first of a name kept. Made once for the list `recall`
+    hands out (the same list while it is remembered): every facade request resolves its
+    model, and a library of hundreds of characters made it fold every name each time."""
+    hit = _BY_NAME.get(id(rows))
+    if hit is not None and hit[0] is rows:
+        return hit[1]
     found: dict[str, Any] = {}
     for row in rows:
         found.setdefault(_key(row.name), row)
+    if len(_BY_NAME) >= _BY_NAME_KEPT:
+        _BY_NAME.clear()
+    _BY_NAME[id(rows)] = (rows, found)
     return found
+
+
+_BY_NAME: dict[int, tuple[list[Any], dict[str, Any]]] = {}
+"""The lists `_first_by_name` read last (each held, so its id is not reused while kept)."""
+_BY_NAME_KEPT = 8
 
 
 async def list_models(session: AsyncSession) -> list[dict[str, Any]]:
