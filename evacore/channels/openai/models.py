@@ -8,7 +8,7 @@ characters or two connections share a name, the one created first is meant.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -44,50 +44,43 @@ _CONNECTIONS = select(Connection.id, Connection.name, Connection.created_at,
 once when this process writes either table: every facade request resolves its model."""
 
 
-async def _characters(session: AsyncSession) -> list[Any]:
-    return await recall(session, "models", "characters",
-                        lambda: _rows(session, _CHARACTERS))
+class _Names(NamedTuple):
+    rows: list[Any]
+    """Oldest first."""
+    by_name: dict[str, Any]
+    """Folded name -> the oldest row of that name (in the rows' order)."""
 
 
-async def _connections(session: AsyncSession) -> list[Any]:
+async def _characters(session: AsyncSession) -> _Names:
+    return await recall(session, "models", "characters", lambda: _names(session, _CHARACTERS))
+
+
+async def _connections(session: AsyncSession) -> _Names:
     """The connections; the offline `mock` is made first on a fresh data dir."""
-    rows = await recall(session, "models", "connections", lambda: _rows(session, _CONNECTIONS))
-    if not any(row.kind == "mock" for row in rows):
+    names = await recall(session, "models", "connections",
+                         lambda: _names(session, _CONNECTIONS))
+    if not any(row.kind == "mock" for row in names.rows):
         await ensure_mock(session)
-        rows = await _rows(session, _CONNECTIONS)
-    return rows
+        names = await _names(session, _CONNECTIONS)
+    return names
 
 
-async def _rows(session: AsyncSession, stmt: Any) -> list[Any]:
-    return list((await session.execute(stmt)).all())
-
-
-def _first_by_name(rows: list[Any]) -> dict[str, Any]:
-    """The rows by folded name, the first of a name kept. Made once for the list `recall`
-    hands out (the same list while it is remembered): every facade request resolves its
-    model, and a library of hundreds of characters made it fold every name each time."""
-    hit = _BY_NAME.get(id(rows))
-    if hit is not None and hit[0] is rows:
-        return hit[1]
-    found: dict[str, Any] = {}
+async def _names(session: AsyncSession, stmt: Any) -> _Names:
+    """The rows and their index by name, remembered together: every facade request resolves
+    its model by name, and folding every name of a library of hundreds of characters each
+    time cost more than the lookup."""
+    rows = list((await session.execute(stmt)).all())
+    by_name: dict[str, Any] = {}
     for row in rows:
-        found.setdefault(_key(row.name), row)
-    if len(_BY_NAME) >= _BY_NAME_KEPT:
-        _BY_NAME.clear()
-    _BY_NAME[id(rows)] = (rows, found)
-    return found
-
-
-_BY_NAME: dict[int, tuple[list[Any], dict[str, Any]]] = {}
-"""The lists `_first_by_name` read last (each held, so its id is not reused while kept)."""
-_BY_NAME_KEPT = 8
+        by_name.setdefault(_key(row.name), row)
+    return _Names(rows, by_name)
 
 
 async def list_models(session: AsyncSession) -> list[dict[str, Any]]:
     """One entry per character name and one per connection (`@<name>`), oldest first."""
     out = []
-    for rows, prefix in ((await _characters(session), ""), (await _connections(session), "@")):
-        for row in _first_by_name(rows).values():
+    for names, prefix in ((await _characters(session), ""), (await _connections(session), "@")):
+        for row in names.by_name.values():
             out.append({"id": f"{prefix}{row.name}", "object": "model",
                         "created": int(row.created_at.timestamp()) if row.created_at else 0,
                         "owned_by": "evacore"})
@@ -112,14 +105,14 @@ async def resolve(session: AsyncSession, model: str) -> Target:
 
 
 async def _resolve(session: AsyncSession, model: str) -> Target:
-    characters = _first_by_name(await _characters(session))
+    characters = (await _characters(session)).by_name
     whole = characters.get(_key(model))
     if whole is not None:
         conn = await default_connection(session)
         return Target(model, whole.id, whole.name, conn.id, conn.max_tokens)
     if "@" not in model:
         raise not_found(model)
-    connections = _first_by_name(await _connections(session))
+    connections = (await _connections(session)).by_name
     # every split at an "@" (names may hold one themselves); the first that names both wins
     for at in (i for i, ch in enumerate(model) if ch == "@"):
         char_part, conn_part = model[:at], model[at + 1:]
