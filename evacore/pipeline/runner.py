@@ -92,6 +92,7 @@ async def _run(core: Core, tour: Tour, held: AsyncExitStack,
             for stage in ASSEMBLE[READERS:]:
                 _check_abort(tour)
                 await run_stage(core, tour, stage)
+            tour.assembled()
             await run_steps(core, tour, STEP)
             tour.answered = True  # an abort from now on comes too late to cut anything
             # The answer's end and its save are two passes of the event loop, not one: the

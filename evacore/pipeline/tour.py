@@ -70,6 +70,10 @@ class Step:
         }
 
 
+_ASSEMBLY_ONLY = ("history_batch", "token_counts")
+"""Read by stages 1-9 only (`Tour.assembled`)."""
+
+
 @dataclass
 class Tour:
     chat_id: str
@@ -117,6 +121,16 @@ class Tour:
         if rng is None:
             rng = self.data["_rng"] = LazyRandom(functools.partial(random.Random, self.seed))
         return rng
+
+    def assembled(self) -> None:
+        """Stages 1-9 are done: let go of what only they read (the history as read from
+        the store, the prompt's elements, the per-text token counts) before the answer
+        streams. What the steps send is in `data["messages"]`; the elements and the stored
+        rows they came from are a second and third copy of every message, held for as long
+        as the answer streams by every tour in flight."""
+        self.prompt = Prompt()
+        for key in _ASSEMBLY_ONLY:
+            self.data.pop(key, None)
 
     def flags(self) -> frozenset[str]:
         return frozenset(k for k, v in self.env.items() if v)

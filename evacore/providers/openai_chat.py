@@ -89,7 +89,10 @@ def serialize_messages(messages: list[dict[str, Any]], vision: bool) -> list[dic
         role = m.get("role")
         content = m.get("content")
         if type(content) is str and len(m) == 2 and role in _PLAIN_ROLES:
-            out.append({"role": role, "content": content})  # the usual message: as it is
+            # the usual message goes in as it is, the same dict: a request body is read,
+            # never changed, and a copy would be one more of every message a streaming
+            # tour holds
+            out.append(m if type(m) is dict else {"role": role, "content": content})
             continue
         if role not in _ROLES:
             raise InvalidInput(f"message role {role!r} is not one of {sorted(_ROLES)}")

@@ -1,0 +1,60 @@
+"""What a tour holds while its answer streams: the messages it sent, not the rows it read
+them from nor the prompt elements it built them with. Every tour in flight holds its
+chat's whole history for as long as its answer streams (hundreds of milliseconds to
+minutes, against a few milliseconds of assembly), so each extra copy of every message is
+memory that grows with the streams in flight times the length of their chats."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import httpx
+
+from evacore.prompt.elements import Element
+from evacore.store.chats import HistoryMessage
+from tests.fakes.script import Reply
+from tests.fakes.upstream import FakeUpstream
+from tests.generate.helpers import fake_connection, messages, new_chat, stream
+
+EARLIER_TURNS = 4
+
+
+def _live_history() -> tuple[int, int]:
+    """(stored-history rows, history prompt elements) alive in the process now."""
+    rows = elements = 0
+    for o in gc.get_objects():
+        if isinstance(o, HistoryMessage):
+            rows += 1
+        elif isinstance(o, Element) and o.kind == "history":
+            elements += 1
+    return rows, elements
+
+
+async def test_a_streaming_tour_lets_go_of_the_history_rows_and_elements_it_assembled(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    for i in range(EARLIER_TURNS):
+        openai_fake.script.reply(f"Earlier answer {i}.")
+        await stream(client, chat, f"earlier question {i}")
+    slow = " ".join(f"word{i}" for i in range(40))
+    openai_fake.script.add(Reply(text=slow, token_delay=0.05))  # about 2 s of streaming
+    answer = asyncio.create_task(stream(client, chat, "and now?"))
+    for _ in range(500):
+        if len(openai_fake.generation_requests) == EARLIER_TURNS + 1:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # a few tokens in: the tour is in its streaming stage
+    assert not answer.done()
+    held = _live_history()
+    events = await answer
+
+    # the request carried the whole history, so assembly read and built all of it
+    sent = openai_fake.last_body["messages"]
+    assert [m["content"] for m in sent if m["role"] == "assistant"] == [
+        f"Earlier answer {i}." for i in range(EARLIER_TURNS)]
+    assert held == (0, 0)
+    # and the answer streamed and was saved whole all the same
+    assert "done" in [name for name, _ in events]
+    assert (await messages(client, chat))[-1]["content"] == slow
