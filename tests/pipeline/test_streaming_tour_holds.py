@@ -20,13 +20,16 @@ from tests.generate.helpers import fake_connection, messages, new_chat, stream
 EARLIER_TURNS = 4
 
 
-def _live_history() -> tuple[int, int]:
-    """(stored-history rows, history prompt elements) alive in the process now."""
+def _live_history(message_ids: set[str]) -> tuple[int, int]:
+    """(stored-history rows, history prompt elements) of the messages `message_ids` alive in
+    the process now (garbage collected first: only what something still holds counts)."""
+    gc.collect()
+    keys = {f"history:{i}" for i in message_ids}
     rows = elements = 0
     for o in gc.get_objects():
-        if isinstance(o, HistoryMessage):
+        if isinstance(o, HistoryMessage) and o.id in message_ids:
             rows += 1
-        elif isinstance(o, Element) and o.kind == "history":
+        elif isinstance(o, Element) and o.source in keys:
             elements += 1
     return rows, elements
 
@@ -38,6 +41,8 @@ async def test_a_streaming_tour_lets_go_of_the_history_rows_and_elements_it_asse
     for i in range(EARLIER_TURNS):
         openai_fake.script.reply(f"Earlier answer {i}.")
         await stream(client, chat, f"earlier question {i}")
+    stored = {m["id"] for m in await messages(client, chat)}
+    assert len(stored) == 2 * EARLIER_TURNS
     slow = " ".join(f"word{i}" for i in range(40))
     openai_fake.script.add(Reply(text=slow, token_delay=0.05))  # about 2 s of streaming
     answer = asyncio.create_task(stream(client, chat, "and now?"))
@@ -47,7 +52,7 @@ async def test_a_streaming_tour_lets_go_of_the_history_rows_and_elements_it_asse
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.3)  # a few tokens in: the tour is in its streaming stage
     assert not answer.done()
-    held = _live_history()
+    held = _live_history(stored)
     events = await answer
 
     # the request carried the whole history, so assembly read and built all of it
