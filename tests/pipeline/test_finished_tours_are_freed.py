@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, SessionTransaction
 
+from evacore.channels.openai.routes import Answer
 from evacore.pipeline.tour import Tour
 from tests.fakes.upstream import FakeUpstream
 from tests.generate.helpers import fake_connection, generate, new_chat, stream
@@ -96,8 +97,6 @@ async def test_a_facade_answer_and_its_tour_are_freed_the_moment_the_answer_ends
 ) -> None:
     """The facade's answer hooks itself into its tour's save: once the answer is out, nothing
     but that hook may refer to it, and the two must not hold each other until a collection."""
-    from evacore.channels.openai.routes import Answer
-
     chat = await new_chat(client, await fake_connection(client, openai_fake))
     openai_fake.script.reply("One.").reply("Two.")
     for i, streamed in enumerate((True, False)):
