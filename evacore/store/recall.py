@@ -22,6 +22,10 @@ from sqlalchemy.orm import Session
 
 T = TypeVar("T")
 REMEMBER_SECONDS = 2.0
+KEPT_AT_MOST = 4096
+"""Entries one database's memory holds before the expired ones are swept out: most keys
+name one chat (its lorebook links, its memory blocks), and a server meets new chats all its
+life, so what has expired must not stay until a write forgets its topic."""
 TOPICS: dict[str, str] = {
     "settings": "settings",
     "lorebooks": "lore", "lore_entries": "lore", "lorebook_links": "lore",
@@ -61,8 +65,19 @@ async def recall(session: Any, topic: str, key: Hashable,
     # the load's autoflush may have written this session's pending changes: then the value
     # is this session's own view, not the database's, and is not remembered
     if memory is not None and not session.info.get(_WRITTEN):
+        if len(memory) >= KEPT_AT_MOST:
+            _sweep(memory, now)
         memory[(topic, key)] = (now + REMEMBER_SECONDS, value)
     return value
+
+
+def _sweep(memory: dict[tuple[str, Hashable], tuple[float, Any]], now: float) -> None:
+    """Drop the expired entries; all of them when that leaves it still full (more keys were
+    read within `REMEMBER_SECONDS` than it holds), so a sweep is not made at every read."""
+    for entry in [k for k, (until, _) in memory.items() if until <= now]:
+        del memory[entry]
+    if len(memory) >= KEPT_AT_MOST // 2:
+        memory.clear()
 
 
 def forget(session: Any, topic: str) -> None:

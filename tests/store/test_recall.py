@@ -93,3 +93,34 @@ async def test_a_change_made_outside_the_orm_shows_after_the_memory_time(
     await asyncio.sleep(0.25)
     async with core.session() as s:
         assert await get_setting(s, "global_variables") == {"v": "new"}
+
+
+async def test_the_memory_stays_bounded_over_many_chats(core: Core, monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A long-lived server meets new chats all its life: keys read once and expired are swept
+    out, so the memory never holds much more than `KEPT_AT_MOST` entries."""
+    clock = [1000.0]
+    monkeypatch.setattr(recall_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(recall_module, "KEPT_AT_MOST", 64)
+
+    async def nothing() -> list[str]:
+        return []
+
+    async with core.session() as s:
+        for i in range(1000):
+            await recall(s, "lore", (f"chat-{i}", None, None), nothing)
+            clock[0] += 0.1  # each key is read once and expires 2 s later
+        memory = recall_module._memory(s)
+        assert memory is not None
+        assert 0 < len(memory) <= 64
+        # what is still fresh is still answered from memory
+        last = (f"chat-{999}", None, None)
+        assert ("lore", last) in memory
+        calls = []
+
+        async def counted() -> list[str]:
+            calls.append(1)
+            return []
+
+        await recall(s, "lore", last, counted)
+        assert calls == []
