@@ -345,13 +345,15 @@ def upstream(prefix: list[str], folder: Path, tokens: int, delay_ms: float) -> t
     return child, f"http://127.0.0.1:{port}/v1"
 
 
-def floor(prefix: list[str], folder: Path, upstream_url: str) -> tuple[Child, str]:
+def floor(prefix: list[str], folder: Path, upstream_url: str, *, parse: bool = False
+          ) -> tuple[Child, str]:
     """The bare relay (bench/_relay_floor.py) in front of one fake upstream, pinned like
-    evacore; returns its base URL."""
+    evacore (`parse`: its parsing mode); returns its base URL."""
     port = free_port()
     up = upstream_url.rsplit(":", 1)[1].split("/", 1)[0]
     child = Child([*prefix, sys.executable, str(HERE / "_relay_floor.py"), "--port", str(port),
-                   "--upstream", up], folder / f"floor-{port}.log").start()
+                   "--upstream", up, *(["--parse"] if parse else [])],
+                  folder / f"floor-{port}.log").start()
     child.wait_http(f"http://127.0.0.1:{port}/")
     return child, f"http://127.0.0.1:{port}"
 

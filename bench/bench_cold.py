@@ -2,8 +2,9 @@
 to back and after the process sat idle, and for the same paced stream with its tokens 1 ms and
 5 ms apart, each beside the bare relay (`_relay_floor.py`) doing its own part of that work in
 the same run. And a paced token's own CPU with no tour in it: the difference between a
-stream twice as long and the stream, both 2 ms a token (`MARGINAL_TOKENS`), for evacore and
-the bare relay in turn, with the read and write system calls such a token makes in each.
+stream twice as long and the stream, both 2 ms a token (`MARGINAL_TOKENS`), for evacore, the
+bare relay and the bare relay's parsing mode (the least a relay keeping evacore's stream
+contract does) in turn, with the read and write system calls such a token makes in each.
 
 A real model's tokens arrive a few ms apart and a real user's tours seconds apart: between
 them the process sleeps, the core serves others and the caches forget the interpreter's code
@@ -157,11 +158,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             children.append(server)
             evacore = _Evacore(server_url, warm)
             floors = {}
+            parsing = {}
             for name, url in (("one", one_url), *paced.items(), *lengths.items()):
-                child, floor_url = procs.floor(server_prefix, folder, url)
-                children.append(child)
-                floors[name] = _Target(evacore.http, child.pid, floor_url + "/v1/chat/completions",
-                                       FLOOR_BODY).warmed(warm)
+                for kind, parse in ((floors, False), (parsing, True)):
+                    if parse and name not in lengths:
+                        continue
+                    child, floor_url = procs.floor(server_prefix, folder, url, parse=parse)
+                    children.append(child)
+                    kind[name] = _Target(evacore.http, child.pid,
+                                         floor_url + "/v1/chat/completions",
+                                         FLOOR_BODY).warmed(warm)
             tour = evacore.chat(server.pid, one_url, 1)
             hot_ms = tour.median(rounds) / 1e3
             cold_ms = tour.median(rounds, IDLE_S) / 1e3
@@ -179,6 +185,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             own, own_calls = short_chat.marginal(long_chat, long_n - short_n, marginal_rounds)
             bare, bare_calls = floors[short_n].marginal(floors[long_n], long_n - short_n,
                                                         marginal_rounds)
+            parsed, _ = parsing[short_n].marginal(parsing[long_n], long_n - short_n,
+                                                  marginal_rounds)
             evacore.http.close()
         except Exception as exc:
             tails = "\n".join(c.tail()[-1500:] for c in children)
@@ -219,6 +227,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              "the same for the bare relay, same streams, in the same run"),
         _row("paced_2ms_evacore_marginal_over_floor", _ratio(own, bare), "x",
              "a lone token's own CPU, evacore over the bare relay"),
+        _row("paced_2ms_parsing_floor_marginal_cpu_us_per_token", round(parsed, 1), "µs",
+             "the same for the bare relay's parsing mode (`--parse`: each event's JSON parsed, "
+             "each text written on as evacore's `delta` event, nothing stored or checked): the "
+             "least a relay keeping evacore's stream contract does, same streams, same run"),
+        _row("paced_2ms_evacore_marginal_over_parsing_floor", _ratio(own, parsed), "x",
+             "a lone token's own CPU, evacore over the parsing relay"),
         _row("paced_2ms_evacore_marginal_syscalls_per_token", _calls(own_calls), "calls",
              "the same streams' read and write system calls (/proc/<pid>/io `syscr` + "
              "`syscw`) per token beyond the shorter stream's: a lone token's own"),
@@ -271,6 +285,13 @@ def _marginal_words(value: dict[str, Any]) -> str:
             f"(no tour's part in it), was {own:g} µs through evacore and {bare:g} µs through "
             f"the bare relay, {MARGINAL_GAP_MS:g} ms apart: evacore's own work on a paced "
             f"token is the {own - bare:.0f} µs between them.")
+    parsed = value.get("paced_2ms_parsing_floor_marginal_cpu_us_per_token")
+    if isinstance(parsed, int | float):
+        text += (f" The bare relay's parsing mode, which parses each event's JSON and writes "
+                 f"evacore's `delta` event and does nothing else (no storage, no checks, no "
+                 f"tour), spent {parsed:g} µs on such a token: the least a Python relay keeping "
+                 f"evacore's stream contract spends here; evacore spends {own - parsed:.0f} µs "
+                 "more.")
     calls = value.get("paced_2ms_evacore_marginal_syscalls_per_token")
     floor_calls = value.get("paced_2ms_floor_marginal_syscalls_per_token")
     if isinstance(calls, int | float) and isinstance(floor_calls, int | float):

@@ -6,7 +6,8 @@ The server runs under callgrind with counting off; it is switched on only around
 measured requests, and the instructions the process spends as long while idle (its pollers
 and heartbeat) are subtracted. Rows: a one-token tour on a fresh chat; the fast lane's part
 of a paced token (httptools' body callback: the upstream's chunk parsed, checked, framed and
-written to the client); the bare relay's instructions per token on the same stream; and
+written to the client); the bare relay's instructions per token on the same stream, and its
+parsing mode's (the least a relay keeping evacore's stream contract does); and
 what each stored message of a long chat adds to a tour; the same one-token tour through the
 OpenAI-compatible facade. A paced token's whole-process count
 is left out: the abort poll runs by the clock while a tour runs, and callgrind stretches a
@@ -204,6 +205,7 @@ def _measure(tools: tuple[str, str, str], quick: bool, folder: Path) -> dict[str
         paced_tours = QUICK_PACED_TOURS if quick else PACED_TOURS
         _, dump = counted.count(lambda: _tours(paced_chats, paced_tours))
         out["fast_lane"] = _per_call(annotate, dump, ON_BODY)
+        out["fast_lane_read"] = _per_call(annotate, dump, STREAM_READ)
         long_chat = chats.new()
         _tours(chats, QUICK_LONG_FILL if quick else LONG_FILL, long_chat)
         long_tours = QUICK_LONG_TOURS if quick else LONG_TOURS
@@ -214,17 +216,23 @@ def _measure(tools: tuple[str, str, str], quick: bool, folder: Path) -> dict[str
         paced_chats.http.close()
         server.stop()
 
-        (folder / "floor").mkdir(exist_ok=True)
-        floor, floor_url = procs.floor(
-            [*prefix, f"--callgrind-out-file={folder / 'floor' / 'cg.out'}"], folder, paced_url)
-        children.append(floor)
-        floor_counted = _Counted(floor, control, folder / "floor")
-        with httpx.Client(timeout=300) as http:
-            relay = _Target(http, floor.pid, floor_url + "/v1/chat/completions", FLOOR_BODY)
-            relay.once()
-            spent, dump = floor_counted.count(lambda: [relay.once() for _ in range(paced_tours)])
-        out["floor_token"] = spent / paced_tours / PACED_TOKENS
-        out["floor_read"] = _per_call(annotate, dump, STREAM_READ)
+        for name, parse in (("floor", False), ("parsing_floor", True)):
+            (folder / name).mkdir(exist_ok=True)
+            floor, floor_url = procs.floor(
+                [*prefix, f"--callgrind-out-file={folder / name / 'cg.out'}"], folder,
+                paced_url, parse=parse)
+            children.append(floor)
+            floor_counted = _Counted(floor, control, folder / name)
+            with httpx.Client(timeout=300) as http:
+                relay = _Target(http, floor.pid, floor_url + "/v1/chat/completions", FLOOR_BODY)
+                relay.once()
+                spent, dump = floor_counted.count(
+                    lambda relay=relay: [relay.once() for _ in range(paced_tours)])
+            out[f"{name}_token"] = spent / paced_tours / PACED_TOKENS
+            out[f"{name}_read"] = _per_call(annotate, dump, STREAM_READ)
+            if parse:
+                out[f"{name}_body"] = _per_call(annotate, dump, ON_BODY)
+            floor.stop()
     finally:
         for child in reversed(children):
             child.stop()
@@ -275,6 +283,22 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              round(m["fast_lane"] / m["floor_read"], 1)
              if m["fast_lane"] and m["floor_read"] else None, "x",
              "evacore's fast lane over the bare relay's read callback, per token"),
+        _row("parsing_floor_token_instructions_k", _k(m["parsing_floor_token"]), "k",
+             f"the bare relay's parsing mode (`_relay_floor.py --parse`: each event's JSON "
+             f"parsed, each text written on as evacore's `delta` event), per token ({paced})"),
+        _row("parsing_floor_body_instructions_k", _k(m["parsing_floor_body"]), "k",
+             "its httptools body callback per call: the same measure as evacore's fast lane "
+             "row, for the least a relay keeping evacore's stream contract does"),
+        _row("fast_lane_over_parsing_floor_body",
+             round(m["fast_lane"] / m["parsing_floor_body"], 2)
+             if m["fast_lane"] and m["parsing_floor_body"] else None, "x",
+             "evacore's fast lane over the parsing relay's body callback, per token"),
+        _row("fast_lane_read_instructions_k", _k(m["fast_lane_read"]), "k",
+             f"uvloop's read callback per call in evacore, {paced}: a token's whole way from "
+             "the socket's read to the client's write (the fast lane and the HTTP parse "
+             "around it)"),
+        _row("parsing_floor_read_instructions_k", _k(m["parsing_floor_read"]), "k",
+             "the same callback in the parsing relay, same stream"),
         _row("long_tour_instructions_m", round(m["long_tour"] / 1e6, 2), "M",
              f"a one-token tour on a chat of {m['long_messages']} stored messages"),
         _row("instructions_per_stored_message_k", _k(per_message), "k",
@@ -292,7 +316,10 @@ def explain(rows: list[dict[str, Any]]) -> str:
             f"facade), and a paced token's fast lane (the read's callback, from the upstream's "
             f"chunk to the client's write) {v['fast_lane_instructions_k']} k; the bare relay "
             f"spends "
-            f"{v['floor_token_instructions_k']} k a token on the same stream. A stored "
+            f"{v['floor_token_instructions_k']} k a token on the same stream, and a relay "
+            f"that parses each event and writes evacore's `delta` event, with nothing else, "
+            f"{v.get('parsing_floor_body_instructions_k')} k in the same callback "
+            f"({v.get('fast_lane_over_parsing_floor_body')}x). A stored "
             f"message adds {v['instructions_per_stored_message_k']} k to every tour of its "
             "chat (its history read, prompt element, token count, fit and the request's "
             "JSON). These counts move only when the code does: compare them across commits "

@@ -135,6 +135,8 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
     # a lone token's own CPU (a longer stream less a shorter one), beside the bare relay's
     assert float(rows["paced_2ms_evacore_marginal_cpu_us_per_token"].replace(",", "")) > 0
     assert float(rows["paced_2ms_floor_marginal_cpu_us_per_token"].replace(",", "")) > 0
+    # and beside the least a relay keeping the stream contract does (the parsing floor)
+    assert float(rows["paced_2ms_parsing_floor_marginal_cpu_us_per_token"].replace(",", "")) > 0
     # and its system calls: the bare relay reads each token once and writes it once
     assert 1 <= float(rows["paced_2ms_floor_marginal_syscalls_per_token"]) <= 3
     assert float(rows["paced_2ms_evacore_marginal_syscalls_per_token"]) > 0
@@ -318,3 +320,40 @@ def test_r11_the_instruction_counts_read_callgrinds_totals_and_calls() -> None:
     ])
     assert counts.inclusive_per_call(annotated, "parser_cb_on_body") == (10_000, 400)
     assert counts.inclusive_per_call(annotated, "uv_stream_on_read") is None
+
+
+def test_r11_the_parsing_floor_relays_evacores_delta_events(tmp_path: Path) -> None:
+    """The bare relay's parsing mode answers each streamed completion with evacore's `delta`
+    events, one a token with its text, and a `done` event, over a kept-alive connection."""
+    import httpx
+
+    procs = _module("_relay_procs")
+    _, load_prefix, _ = procs.pinning()
+    upstream, upstream_url = procs.upstream(load_prefix, tmp_path, 3, 0)
+    try:
+        floor, url = procs.floor([], tmp_path, upstream_url, parse=True)
+        try:
+            with httpx.Client(timeout=30) as http:
+                for _ in range(2):
+                    r = http.post(url + "/v1/chat/completions", json={"stream": True})
+                    assert r.status_code == 200
+                    assert r.headers["content-type"] == "text/event-stream"
+                    events = [e for e in r.text.split("\n\n") if e]
+                    assert events == ['event: delta\ndata: {"text":" tok"}'] * 3 + [
+                        "event: done\ndata: {}"]
+        finally:
+            floor.stop()
+    finally:
+        upstream.stop()
+
+
+def _module(name: str) -> ModuleType:
+    import sys
+
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
