@@ -261,8 +261,22 @@ def _load(rows: list[dict[str, Any]]) -> list[str]:
          f"{fixed * 10:.0f} µs over each of its 100 tokens) plus the relaying of its tokens."
          + (f" The bare relay served S2 at {floor_rate:.2f}× direct with {floor:.0f} µs per "
             "token (`s2_floor_throughput_vs_direct`), so at this concurrency the limit is "
-            "evacore's own work, mostly its tours' fixed part." if math.isfinite(floor) else "")),
+            "evacore's own work, mostly its tours' fixed part." if math.isfinite(floor) else "")
+         + _parsing_floor(rows, per_token)),
     ]
+
+
+def _parsing_floor(rows: list[dict[str, Any]], per_token: float) -> str:
+    parsed = _value(rows, "s2_parsing_floor_cpu_us_per_token")
+    if not (math.isfinite(parsed) and math.isfinite(per_token)):
+        return ""
+    return (f" The bare relay's parsing mode, which does a token's whole part of the stream "
+            f"contract (its event parsed, its `delta` event written) and nothing else, used "
+            f"{parsed:.0f} µs per S2 token (`s2_parsing_floor_cpu_us_per_token`"
+            f"{_spread(rows, 's2_parsing_floor_cpu_us_per_token', 'µs')}): of generate's "
+            f"{per_token:.0f} µs, the {per_token - parsed:.0f} µs above it are what a tour "
+            "adds besides relaying its tokens, spread over them (its request, the user "
+            "message's commit, the prompt's assembly, the save).")
 
 
 def _memory(rows: list[dict[str, Any]]) -> list[str]:

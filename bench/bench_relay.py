@@ -32,13 +32,16 @@ FIXED_MS_PER_TOUR = 4.0
 THROUGHPUT_RATIO = 0.90
 ADDED_TTFT_MS = {"s1": 3.0, "s2": 5.0}
 FLOOR_SCENARIOS = ("paced", "paced5", "s2")
+"""Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
+PARSING_FLOOR_SCENARIOS = ("s2",)
+"""Scenarios also run through the bare relay's parsing mode (the least a relay keeping the
+stream contract does: each event parsed, each text written on as a `delta` event)."""
 FAST_LANE_SCENARIOS = ("paced", "paced5", "s2")
 """Scenarios whose tours say how many deltas took the fast lane (`<scenario>_fast_lane_share`)."""
 STAGES_BEFORE_STREAMING = ("user_input", "macros", "character", "lorebook", "memory",
                            "token_count", "context_shift", "interceptors", "instruct",
                            "serialize", "request")
 """The stages a tour runs before its streaming stage (their names in its timings)."""
-"""Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
 IDLE_RSS_MB = 150.0
 IDLE_SECONDS = 4.0
 PER_STREAM_KB = 100.0
@@ -226,6 +229,8 @@ class Relays:
     litellm_url: str | None = None
     floors: dict[str, tuple[procs.Child, str]] | None = None
     """upstream base URL -> the bare relay in front of it."""
+    parsing_floors: dict[str, tuple[procs.Child, str]] | None = None
+    """upstream base URL -> the bare relay's parsing mode in front of it."""
 
 
 def _measure(load_prefix: list[str], relays: Relays, scenario: Scenario, upstream_url: str,
@@ -258,6 +263,13 @@ def _measure(load_prefix: list[str], relays: Relays, scenario: Scenario, upstrea
         fport = _port(url)
         out["floor"] = _relayed(load_prefix, child, _plan(
             fport, [_request("/v1/chat/completions", fport, direct_body)], '"content"',
+            scenario, None), timeout)
+    parsing = relays.parsing_floors or {}
+    if upstream_url in parsing and scenario.name in PARSING_FLOOR_SCENARIOS:
+        child, url = parsing[upstream_url]
+        pport = _port(url)
+        out["parsing_floor"] = _relayed(load_prefix, child, _plan(
+            pport, [_request("/v1/chat/completions", pport, direct_body)], "event: delta",
             scenario, None), timeout)
     if relays.litellm is not None and relays.litellm_url:
         lport = _port(relays.litellm_url)
@@ -350,6 +362,22 @@ def _floor_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, An
                          round(mine - floor, 1), "µs",
                          f"{label}'s CPU per token minus the bare relay's: evacore's own "
                          "code per token, plus its per-tour cost spread over the tokens"))
+    if "parsing_floor" in result:
+        parsed = _per_token_us(result["parsing_floor"])
+        rows.append(_row(f"{s}_parsing_floor_cpu_us_per_token", round(parsed, 1), "µs",
+                         "the bare relay's parsing mode (each event's JSON parsed, each text "
+                         "written on as evacore's `delta` event; no tour, no storage) on the "
+                         "same pinned core: the least a relay keeping evacore's stream contract "
+                         f"spends per token under this load; {result['parsing_floor']['tokens']}"
+                         f" tokens, {result['parsing_floor']['errors']} errors"))
+        for who, label in (("evacore", "generate"), ("facade", "the facade")):
+            mine = _per_token_us(result[who])
+            rows.append(_row(
+                f"{s}_{'' if who == 'evacore' else 'facade_'}cpu_us_per_token_over_parsing_floor",
+                round(mine - parsed, 1), "µs",
+                f"{label}'s CPU per token minus the parsing relay's: what evacore adds to the "
+                "least the stream contract takes, mostly its tours' own cost (the user "
+                "message's commit, the prompt's assembly, the save) spread over the tokens"))
     return rows
 
 
@@ -563,12 +591,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                         load_prefix, folder, sc.tokens, sc.delay_ms)
             server, url = procs.server(server_prefix, folder, TOKEN)
             children.append(server)
-            relays = Relays(server, url, floors={})
+            relays = Relays(server, url, floors={}, parsing_floors={})
             for sc in scenarios:
                 base = ups[(sc.tokens, sc.delay_ms)][1]
                 if sc.name in FLOOR_SCENARIOS and base not in relays.floors:
                     relays.floors[base] = procs.floor(server_prefix, folder, base)
                     children.append(relays.floors[base][0])
+                if sc.name in PARSING_FLOOR_SCENARIOS and base not in relays.parsing_floors:
+                    relays.parsing_floors[base] = procs.floor(server_prefix, folder, base,
+                                                              parse=True)
+                    children.append(relays.parsing_floors[base][0])
             if program is not None:
                 models = {_model_name(*key): base for key, (_, base) in ups.items()}
                 relays.litellm, relays.litellm_url = procs.litellm(
