@@ -132,8 +132,24 @@ def _per_token(rows: list[dict[str, Any]]) -> list[str]:
             f") against generate's {mine:.0f} µs, which also carries its tours' fixed part. "
             "That is what the interpreter, the event loop and the kernel charge here for one "
             "read, one write and their wake-ups (with many streams one wake-up serves several "
-            "of them, so it falls with concurrency); " + verdict)
+            "of them, so it falls with concurrency); " + verdict
+            + _parsing_words(rows, s, mine, target))
     return out
+
+
+def _parsing_words(rows: list[dict[str, Any]], s: str, mine: float, target: float) -> str:
+    """The same scenario through the bare relay's parsing mode, when it ran."""
+    parsed = _value(rows, f"{s}_parsing_floor_cpu_us_per_token")
+    if not math.isfinite(parsed):
+        return ""
+    verdict = (" A per-token target below it is below the least a Python relay keeping "
+               "evacore's stream contract spends on this machine."
+               if math.isfinite(target) and parsed > target else "")
+    return (f" Its parsing mode, which also parses each event and writes evacore's `delta` "
+            f"event for it (a token's whole part of the stream contract, and nothing else: "
+            f"no tour, no storage), used {parsed:.0f} µs (`{s}_parsing_floor_cpu_us_per_token`"
+            f"{_spread(rows, f'{s}_parsing_floor_cpu_us_per_token', 'µs')}), so generate "
+            f"spent {mine - parsed:.0f} µs per token more than that least.{verdict}")
 
 
 def _gap(rows: list[dict[str, Any]], marginal: float) -> list[str]:
@@ -351,10 +367,13 @@ def _litellm_floor(rows: list[dict[str, Any]]) -> list[str]:
         lite = _value(rows, f"{s}_litellm_cpu_us_per_token")
         floor = _value(rows, f"{s}_floor_cpu_us_per_token")
         mine = _value(rows, f"{s}_litellm_over_evacore_cpu_per_token")
+        parsed = _value(rows, f"{s}_parsing_floor_cpu_us_per_token")
         if math.isfinite(lite) and math.isfinite(floor) and floor and math.isfinite(mine):
             found.append(f"{pace} apart, LiteLLM's {lite:.0f} µs a paced token is "
-                         f"{lite / floor:.1f}× the bare relay's {floor:.0f} and "
-                         f"{mine:.1f}× generate's")
+                         f"{lite / floor:.1f}× the bare relay's {floor:.0f}"
+                         + (f", {lite / parsed:.1f}× its parsing mode's {parsed:.0f}"
+                            if math.isfinite(parsed) and parsed else "")
+                         + f" and {mine:.1f}× generate's")
     if not found:
         return []
     return [("**A paced token against LiteLLM's.** The target asks evacore to spend at most "

@@ -33,7 +33,7 @@ THROUGHPUT_RATIO = 0.90
 ADDED_TTFT_MS = {"s1": 3.0, "s2": 5.0}
 FLOOR_SCENARIOS = ("paced", "paced5", "s2")
 """Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
-PARSING_FLOOR_SCENARIOS = ("s2",)
+PARSING_FLOOR_SCENARIOS = ("paced", "s2")
 """Scenarios also run through the bare relay's parsing mode (the least a relay keeping the
 stream contract does: each event parsed, each text written on as a `delta` event)."""
 FAST_LANE_SCENARIOS = ("paced", "paced5", "s2")
