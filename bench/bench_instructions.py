@@ -249,6 +249,10 @@ def _k(value: float | None) -> float | None:
     return None if value is None else round(value / 1000, 1)
 
 
+def _over(a: float | None, b: float | None, digits: int) -> float | None:
+    return round(a / b, digits) if a and b else None
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     tools = _tools()
     if tools is None:
@@ -279,9 +283,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              f"the bare relay's instructions per token, same stream ({paced})"),
         _row("floor_read_instructions_k", _k(m["floor_read"]), "k",
              "the bare relay's read callback per call: a token read and written on"),
-        _row("fast_lane_over_floor_read",
-             round(m["fast_lane"] / m["floor_read"], 1)
-             if m["fast_lane"] and m["floor_read"] else None, "x",
+        _row("fast_lane_over_floor_read", _over(m["fast_lane"], m["floor_read"], 1), "x",
              "evacore's fast lane over the bare relay's read callback, per token"),
         _row("parsing_floor_token_instructions_k", _k(m["parsing_floor_token"]), "k",
              f"the bare relay's parsing mode (`_relay_floor.py --parse`: each event's JSON "
@@ -290,8 +292,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
              "its httptools body callback per call: the same measure as evacore's fast lane "
              "row, for the least a relay keeping evacore's stream contract does"),
         _row("fast_lane_over_parsing_floor_body",
-             round(m["fast_lane"] / m["parsing_floor_body"], 2)
-             if m["fast_lane"] and m["parsing_floor_body"] else None, "x",
+             _over(m["fast_lane"], m["parsing_floor_body"], 2), "x",
              "evacore's fast lane over the parsing relay's body callback, per token"),
         _row("fast_lane_read_instructions_k", _k(m["fast_lane_read"]), "k",
              f"uvloop's read callback per call in evacore, {paced}: a token's whole way from "
