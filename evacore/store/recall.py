@@ -34,6 +34,7 @@ TOPICS: dict[str, str] = {
     "characters": "models", "connections": "models",
 }
 _WRITTEN = "evacore_recall_written"
+_now = time.monotonic
 _memories: weakref.WeakKeyDictionary[Any, dict[tuple[str, Hashable], tuple[float, Any]]] = \
     weakref.WeakKeyDictionary()
 
@@ -57,7 +58,7 @@ async def recall(session: Any, topic: str, key: Hashable,
     if written:  # this session changed something: it reads what it wrote
         return await load()
     memory = _memory(session)
-    now = time.monotonic()
+    now = _now()
     hit = memory.get((topic, key)) if memory is not None else None
     if hit is not None and hit[0] > now:
         return hit[1]  # type: ignore[no-any-return]
@@ -72,8 +73,8 @@ async def recall(session: Any, topic: str, key: Hashable,
 
 
 def _sweep(memory: dict[tuple[str, Hashable], tuple[float, Any]], now: float) -> None:
-    """Drop the expired entries; all of them when that leaves it still full (more keys were
-    read within `REMEMBER_SECONDS` than it holds), so a sweep is not made at every read."""
+    """Drop the expired entries; all of them when half or more are still fresh (more keys
+    were read within `REMEMBER_SECONDS` than it holds), so a sweep is not made at every read."""
     for entry in [k for k, (until, _) in memory.items() if until <= now]:
         del memory[entry]
     if len(memory) >= KEPT_AT_MOST // 2:

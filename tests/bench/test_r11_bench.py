@@ -144,11 +144,7 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
 
 
 def _load_client() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_relay_client", BENCH / "_relay_client.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _module("_relay_client")
 
 
 async def test_r11_bench_load_client_counts_tokens_and_cut_streams() -> None:
@@ -348,11 +344,8 @@ def test_r11_the_parsing_floor_relays_evacores_delta_events(tmp_path: Path) -> N
 
 
 def _module(name: str) -> ModuleType:
-    import sys
-
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    """The bench folder's module `name` (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

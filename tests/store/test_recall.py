@@ -100,7 +100,7 @@ async def test_the_memory_stays_bounded_over_many_chats(core: Core, monkeypatch:
     """A long-lived server meets new chats all its life: keys read once and expired are swept
     out, so the memory never holds much more than `KEPT_AT_MOST` entries."""
     clock = [1000.0]
-    monkeypatch.setattr(recall_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(recall_module, "_now", lambda: clock[0])
     monkeypatch.setattr(recall_module, "KEPT_AT_MOST", 64)
 
     async def nothing() -> list[str]:
@@ -114,7 +114,7 @@ async def test_the_memory_stays_bounded_over_many_chats(core: Core, monkeypatch:
         assert memory is not None
         assert 0 < len(memory) <= 64
         # what is still fresh is still answered from memory
-        last = (f"chat-{999}", None, None)
+        last = ("chat-999", None, None)
         assert ("lore", last) in memory
         calls = []
 
