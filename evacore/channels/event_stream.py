@@ -113,11 +113,14 @@ class EventStream(Response):
             if started:
                 await send(head)
             direct = direct_body_writer(send)
+            with_head = head_writer(send) if direct else None
 
             async def body(chunk: bytes) -> None:
                 nonlocal started
                 if not started:
                     started = True
+                    if with_head is not None and await with_head(head, chunk):
+                        return
                     await send(head)
                 if not (direct and direct(chunk)):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -199,6 +202,53 @@ def direct_body_writer(send: Any) -> Callable[[bytes], bool] | None:
                 or not cycle.response_started or cycle.response_complete):
             return False
         transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+        return True
+
+    return write
+
+
+class _Held:
+    """A transport's stand-in while the server's `send` makes a response's head: what it
+    writes is kept, to go out with the first chunk in one write."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.data.append(data)
+
+
+def head_writer(send: Any) -> Callable[[Any, bytes], Coroutine[Any, Any, bool]] | None:
+    """For uvicorn's httptools server: a function that sends the response's head (its
+    `http.response.start` message, through the server's own `send`, which checks and frames
+    it) and the body's first chunk in one write to the connection, and says whether it did:
+    one system call and one segment where the head and the chunk would take two each. False
+    (nothing sent) when the connection would not take the head at once (its writes paused,
+    the client gone, a response already started); the caller then sends both the ordinary
+    way. None for any other server."""
+    cycle = _cycle(send)
+    if cycle is None:
+        return None
+
+    async def write(head: Any, chunk: bytes) -> bool:
+        if cycle.flow.write_paused or cycle.disconnected or cycle.response_started:
+            return False
+        transport, held = cycle.transport, _Held()
+        cycle.transport = held
+        try:
+            # the server's send writes the head and returns without waiting: nothing else
+            # runs meanwhile, so nothing else meets the stand-in
+            await send(head)
+        finally:
+            cycle.transport = transport
+        if cycle.chunked_encoding and chunk:
+            held.data.append(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+            chunk = b""
+        transport.write(b"".join(held.data))
+        if chunk:  # a response the server does not chunk: the chunk goes the ordinary way
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
         return True
 
     return write

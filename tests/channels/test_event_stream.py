@@ -15,7 +15,12 @@ import orjson
 import pytest
 import uvicorn
 
-from evacore.channels.event_stream import TextFrame, direct_body_writer, direct_text_writer
+from evacore.channels.event_stream import (
+    TextFrame,
+    direct_body_writer,
+    direct_text_writer,
+    head_writer,
+)
 from tests.helpers import free_port
 
 CHUNKS = [f"data: token {i}\n\n".encode() for i in range(200)]
@@ -28,6 +33,9 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         pass
     if scope["path"] == "/texts":
         await _texts(send)
+        return
+    if scope["path"] == "/head":
+        await _head(send)
         return
     if scope["path"] == "/wrapped":
         inner = send
@@ -44,6 +52,36 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     if direct is not None:
         assert not direct(b"late")  # the response is complete: nothing more goes out
+
+
+class _CountedWrites:
+    """A connection's transport that keeps what each of its writes carried."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport, self.writes = transport, []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self.transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+async def _head(send: Any) -> None:
+    """The head and the first chunk through `head_writer`, the rest the ordinary way; the
+    writes the connection saw are told in a last chunk."""
+    cycle = send.__self__
+    counted = cycle.transport = _CountedWrites(cycle.transport)
+    write = head_writer(send)
+    assert write is not None
+    head = {"type": "http.response.start", "status": 200,
+            "headers": [(b"content-type", b"text/event-stream")]}
+    assert await write(head, CHUNKS[0])
+    assert not await write(head, CHUNKS[1])  # a response already started takes no head
+    await send({"type": "http.response.body", "body": CHUNKS[1], "more_body": True})
+    told = orjson.dumps([w.decode() for w in counted.writes])
+    await send({"type": "http.response.body", "body": told, "more_body": False})
 
 
 TEXTS = ["plain", 'a "quote"', "line\nbreak", "üñí ✓ 🙂", "back\\slash"]
@@ -114,6 +152,23 @@ def test_a_send_of_another_server_gets_no_direct_writer() -> None:
 
     assert direct_body_writer(send) is None
     assert direct_body_writer(print) is None
+    assert head_writer(send) is None
+
+
+async def test_the_head_and_the_first_chunk_go_out_in_one_write(base_url: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        for _ in range(2):  # and the connection stays usable for the next request
+            r = await client.post("/head", content=b"{}")
+            assert r.status_code == 200
+            assert r.headers["content-type"] == "text/event-stream"
+            assert r.headers["transfer-encoding"] == "chunked"
+            first, second = CHUNKS[0], CHUNKS[1]
+            assert r.content.startswith(first + second)
+            writes = orjson.loads(r.content[len(first + second):])
+            assert len(writes) == 2  # the head with the first chunk, then the second
+            assert writes[0].startswith("HTTP/1.1 200 OK\r\n")
+            assert writes[0].endswith(f"\r\n\r\n{len(first):x}\r\n{first.decode()}\r\n")
+            assert writes[1] == f"{len(second):x}\r\n{second.decode()}\r\n"
 
 
 async def test_texts_written_directly_are_framed_by_the_channel_in_order(base_url: str) -> None:

@@ -164,6 +164,8 @@ async def answer(core: Core, chat_id: str, body: GenerateIn, who: Identity,
                        on_end=lambda: running.abort("client disconnected"),
                        write_through=(tour.events, _frames),
                        text_frame=TextFrame(DELTA_START, DELTA_END),
+                       # the first batch is in hand: the head goes out with it, in one write
+                       head_with_first_chunk=True,
                        watching=gone)  # the same watch goes on through the stream
 
 
