@@ -68,6 +68,8 @@ def read_object(model: type[BaseModel], value: Any, where: str
         return {}, []
     if not isinstance(value, dict):
         return {}, [f"{where} is not an object; ignored"]
+    if not value and _takes_nothing(model):
+        return {}, []
     data: dict[str, Any] = {}
     problems: list[str] = []
     for key, item in value.items():
@@ -140,3 +142,19 @@ def object_schema(model: type[BaseModel]) -> dict[str, Any]:
     out: dict[str, Any] = inline(schema)
     out.pop("title", None)
     return out
+
+
+_TAKES_NOTHING: dict[type[BaseModel], bool] = {}
+"""model -> whether it accepts an empty object (asked once: most stored objects are empty)."""
+
+
+def _takes_nothing(model: type[BaseModel]) -> bool:
+    known = _TAKES_NOTHING.get(model)
+    if known is None:
+        try:
+            model.model_validate({})
+            known = True
+        except ValidationError:
+            known = False
+        _TAKES_NOTHING[model] = known
+    return known

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -91,7 +92,8 @@ class Tour:
     external_tools: list[dict[str, Any]] = field(default_factory=list)
     """Tools the client runs itself, as OpenAI function tools (never executed here)."""
     id: str = field(default_factory=new_id)
-    seed: int = field(default_factory=lambda: random.SystemRandom().randrange(2**32))
+    seed: int = field(default_factory=lambda: int.from_bytes(os.urandom(4), "big"))
+    """32 random bits from the system (no generator made for them)."""
     abort: AbortSignal = field(default_factory=AbortSignal)
     events: EventSink = field(default_factory=EventSink)
     prompt: Prompt = field(default_factory=Prompt)
