@@ -68,8 +68,9 @@ class EventSink:
         """`time.perf_counter()` when the oldest event no reader has taken was emitted; 0
         when a reader took everything (the producer uses it to let the reader run)."""
         self._readers = 0
-        self._space = asyncio.Event()
-        self._space.set()
+        self._space: asyncio.Event | None = None
+        """What a producer waiting for room waits on (made by its first wait: most sinks
+        never fill)."""
         self._writer: Writer | None = None
         self._now: NowWriter | None = None
         self._text: TextWriter | None = None
@@ -221,6 +222,8 @@ class EventSink:
             return
         self.waits += 1
         while self.full:
+            if self._space is None:
+                self._space = asyncio.Event()
             self._space.clear()
             await self._space.wait()
 
@@ -229,7 +232,7 @@ class EventSink:
             self.closed = True
             self._items.append(_END)
             self._wake()
-            self._space.set()
+            self._room_made()
 
     def record(self) -> None:
         """Keep every event in `history` too (tests, the CLI demo)."""
@@ -243,7 +246,7 @@ class EventSink:
     def _took(self, size: int) -> None:
         self.queued_bytes -= size
         if self.queued_bytes < self.max_bytes // 2:
-            self._space.set()
+            self._room_made()
 
     def _attach(self) -> None:
         self._readers += 1
@@ -251,7 +254,11 @@ class EventSink:
     def _detach(self) -> None:
         self._readers -= 1
         if self._readers <= 0:
-            self._space.set()  # nobody reads any more: the producer must not wait for them
+            self._room_made()  # nobody reads any more: the producer must not wait for them
+
+    def _room_made(self) -> None:
+        if self._space is not None:
+            self._space.set()
 
     async def __aiter__(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         async for batch in self.batches():

@@ -23,30 +23,40 @@ MODES = ("normal", "regenerate", "swipe", "continue", "impersonate", "quiet")
 
 
 class AbortSignal:
-    """Fired once, by an explicit abort, a client disconnect, shutdown or a timeout (R2.11)."""
+    """Fired once, by an explicit abort, a client disconnect, shutdown or a timeout (R2.11).
+    Its `asyncio.Event` is made when something first waits for it (a tool call): most tours
+    only read `fired`."""
+
+    __slots__ = ("_event", "fired", "reason")
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._event: asyncio.Event | None = None
         self.reason: str | None = None
         self.fired = False
         """`fire` was called: what `is_set()` says, read without a call (the fast lane)."""
 
     def fire(self, reason: str = "aborted") -> None:
-        if not self._event.is_set():
+        if not self.fired:
             self.reason = reason
             self.fired = True
-            self._event.set()
+            if self._event is not None:
+                self._event.set()
 
     def is_set(self) -> bool:
         return self.fired
 
     @property
     def event(self) -> asyncio.Event:
-        """The underlying event, for code that wants a plain `asyncio.Event`."""
+        """The underlying event, for code that wants a plain `asyncio.Event` (set already
+        when the signal fired before it was asked for)."""
+        if self._event is None:
+            self._event = asyncio.Event()
+            if self.fired:
+                self._event.set()
         return self._event
 
     async def wait(self) -> None:
-        await self._event.wait()
+        await self.event.wait()
 
 
 @dataclass
