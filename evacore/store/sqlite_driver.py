@@ -14,7 +14,10 @@ a lock runs inline, on the loop's thread: a `SELECT` (in WAL mode a reader never
 writer), any statement of a transaction that already wrote (it holds the write lock), and,
 in WAL mode, its commit. The first write of a transaction may have to wait for another
 writer, who may need the loop to finish: it is tried inline with the busy timeout at zero
-and, when another writer holds the lock, undone and sent to the thread to wait there. Every
+and, when another writer holds the lock, undone and sent to the thread to wait there. (In WAL
+mode the busy timeout stays at zero on the loop from a connection's first write on, and each
+call on the thread runs with it restored: a read on the loop that meets a lock goes to the
+thread too, instead of sleeping on the loop.) Every
 `CHECKPOINT_EVERY`th commit starts a checkpoint of the WAL on a thread and connection of its
 own (`Checkpointer`), so a commit on the loop never copies the WAL into the database and no
 writer waits for the copy. `executemany`, rollbacks, a statement seen using more than
@@ -365,8 +368,12 @@ class OneTripConnection(aiosqlite.Connection):
         self._run_watched = False
         """Whether a callback is queued to end the inline run when the loop next runs."""
         self._busy_ms: int | None = None
-        """The connection's busy timeout (read at its first write), restored after a
-        first write tried inline; None until then."""
+        """The connection's busy timeout (read at its first write); None until then."""
+        self._busy_zero = False
+        """The connection's busy timeout is kept at zero (WAL mode, from its first write on):
+        a statement run on the loop never sleeps in SQLite's busy handler, it fails at once
+        and goes to the thread, whose calls have `_busy_ms` for their run (two pragmas a
+        trip there, none on the loop)."""
         self._wal = False
         """Whether the database is in WAL mode (read with the busy timeout)."""
 
@@ -384,7 +391,14 @@ class OneTripConnection(aiosqlite.Connection):
         if (conn is not None and self._running and not many and self._finished == self._sent
                 and self._inline_run < INLINE_RUN_SECONDS and not _owed_to_thread(sql)):
             if conn.in_transaction or _reads(sql):
-                return self._inline(conn, sql, parameters)
+                try:
+                    return self._inline(conn, sql, parameters)
+                except sqlite3.OperationalError as e:
+                    if not (self._busy_zero and _busy(e)):
+                        raise
+                # locked with the loop's zero busy timeout (a database being recovered): the
+                # thread waits for it as long as the busy timeout allows
+                return await self._execute(_run, self._conn, sql, parameters, many)  # type: ignore[no-any-return]
             if _writes_row(sql):
                 done = self._first_write(conn, sql, parameters)
                 if done is not None:
@@ -426,9 +440,11 @@ class OneTripConnection(aiosqlite.Connection):
         if self._busy_ms is None:
             self._wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
             self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            if self._wal:
+                conn.execute("PRAGMA busy_timeout = 0")
+                self._busy_zero = True
         if not self._wal:
             return None
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
             return self._inline(conn, sql, parameters)
         except sqlite3.OperationalError as e:
@@ -437,8 +453,6 @@ class OneTripConnection(aiosqlite.Connection):
             if conn.in_transaction:
                 conn.rollback()
             return None
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     async def _take_gate(self) -> None:
         """The write gate, before a write of a transaction that holds it not yet; kept while
@@ -465,9 +479,18 @@ class OneTripConnection(aiosqlite.Connection):
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """aiosqlite's trip to the thread, counted: while one is there (even one whose
         caller was cancelled), nothing of this connection runs inline."""
+        busy = self._busy_ms if self._busy_zero else None
+
         def counted() -> Any:
             try:
-                return fn(*args, **kwargs)
+                if busy is None:
+                    return fn(*args, **kwargs)
+                conn = self._conn
+                conn.execute(f"PRAGMA busy_timeout = {busy}")
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    conn.execute("PRAGMA busy_timeout = 0")
             finally:
                 self._finished += 1
 

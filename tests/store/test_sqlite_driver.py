@@ -223,8 +223,8 @@ async def test_a_first_write_meeting_another_process_s_writer_waits_for_it_on_th
         sqlite_core: Core, threads_seen: list[tuple[str, bool]]) -> None:
     """The first write of a transaction tries the loop with no busy wait: when a writer the
     write gate does not know (another process) holds the lock, it gives up at once, undoes
-    its half-begun transaction and waits on the thread instead; the connection keeps its
-    busy timeout."""
+    its half-begun transaction and waits on the thread instead, with the connection's busy
+    timeout (on the loop it stays at zero)."""
     other = sqlite3.connect(_database_file(sqlite_core), isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
@@ -235,7 +235,8 @@ async def test_a_first_write_meeting_another_process_s_writer_waits_for_it_on_th
             async with sqlite_core.session() as s:
                 await s.execute(insert(Setting).values(key="waited", value={"v": 2}))
                 raw = (await s.connection()).sync_connection.connection.driver_connection
-                assert await raw.run("PRAGMA busy_timeout", ()) == [(10000,)]
+                assert await raw.run("PRAGMA busy_timeout", ()) == [(0,)]  # on the loop
+                assert await raw._execute(_busy_timeout, raw._conn) == 10000  # on the thread
 
         waiting = asyncio.create_task(second())
         await asyncio.sleep(0.2)
@@ -249,6 +250,37 @@ async def test_a_first_write_meeting_another_process_s_writer_waits_for_it_on_th
     async with sqlite_core.session() as s:
         assert sorted(await s.scalars(select(Setting.key).where(
             Setting.key.in_(["held", "waited"])))) == ["held", "waited"]
+
+
+def _busy_timeout(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+
+
+async def test_a_read_meeting_a_lock_waits_for_it_on_the_thread(
+        sqlite_core: Core, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read on the loop that finds the database locked (as while another process recovers
+    it after a crash) neither sleeps there in SQLite's busy handler (the loop's busy timeout
+    is zero) nor fails: it goes to the thread, which waits as long as the busy timeout
+    allows."""
+    async with sqlite_core.session() as s:  # a first write: from now on the connection's
+        await s.execute(insert(Setting).values(key="before", value={"v": 1}))  # busy wait
+    run, loop_thread = sqlite_driver._run, threading.get_ident()  # is the thread's alone
+    seen: list[tuple[bool, int]] = []
+
+    def locked_once(conn: Any, sql: str, params: Any, many: bool) -> tuple[Any, ...]:
+        if sql.startswith("SELECT"):
+            on_loop = threading.get_ident() == loop_thread
+            seen.append((on_loop, _busy_timeout(conn)))
+            if on_loop and len(seen) == 1:
+                locked = sqlite3.OperationalError("database is locked")
+                locked.sqlite_errorcode = sqlite3.SQLITE_BUSY  # as SQLite's own says it
+                raise locked
+        return run(conn, sql, params, many)
+
+    monkeypatch.setattr(sqlite_driver, "_run", locked_once)
+    async with sqlite_core.session() as s:
+        assert await s.scalar(select(Setting.key).where(Setting.key == "before")) == "before"
+    assert seen == [(True, 0), (False, 10000)]
 
 
 async def test_writers_of_one_process_take_turns_at_the_write_gate(
