@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import sqlite3
 import threading
 import time
@@ -490,7 +491,8 @@ class OneTripConnection(aiosqlite.Connection):
                 try:
                     return fn(*args, **kwargs)
                 finally:
-                    conn.execute("PRAGMA busy_timeout = 0")
+                    with contextlib.suppress(sqlite3.ProgrammingError):  # the call closed it
+                        conn.execute("PRAGMA busy_timeout = 0")
             finally:
                 self._finished += 1
 

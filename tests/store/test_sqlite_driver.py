@@ -283,6 +283,22 @@ async def test_a_read_meeting_a_lock_waits_for_it_on_the_thread(
     assert seen == [(True, 0), (False, 10000)]
 
 
+async def test_a_connection_that_wrote_closes_cleanly(sqlite_core: Core) -> None:
+    """Closing runs on the thread like any call there (with the busy timeout set for it):
+    nothing is left to do on the closed connection afterwards."""
+    raw = await sqlite_driver.async_creator(_database_file(sqlite_core))()
+    assert isinstance(raw, OneTripConnection)
+    await raw.run("INSERT INTO settings (key, value, updated_at) "
+                  "VALUES ('closing', '1', '2026-01-01 00:00:00')", ())
+    await raw.commit()
+    assert raw._busy_zero  # the loop's busy timeout is at zero, the thread's restored per call
+    # the call that closes it must not set the loop's zero back afterwards ("Cannot operate
+    # on a closed database")
+    await raw.close()
+    async with sqlite_core.session() as s:
+        assert await s.get(Setting, "closing") is not None
+
+
 async def test_writers_of_one_process_take_turns_at_the_write_gate(
         sqlite_core: Core, threads_seen: list[tuple[str, bool]], unhurried: None) -> None:
     """A second transaction of this process that wants to write while the first holds the
