@@ -398,9 +398,8 @@ class OneTripConnection(aiosqlite.Connection):
                     if not (self._busy_zero and _busy(e)):
                         raise
                 # locked with the loop's zero busy timeout (a database being recovered): the
-                # thread waits for it as long as the busy timeout allows
-                return await self._execute(_run, self._conn, sql, parameters, many)  # type: ignore[no-any-return]
-            if _writes_row(sql):
+                # thread, below, waits for it as long as the busy timeout allows
+            elif _writes_row(sql):
                 done = self._first_write(conn, sql, parameters)
                 if done is not None:
                     return done

@@ -262,9 +262,10 @@ async def test_a_read_meeting_a_lock_waits_for_it_on_the_thread(
     it after a crash) neither sleeps there in SQLite's busy handler (the loop's busy timeout
     is zero) nor fails: it goes to the thread, which waits as long as the busy timeout
     allows."""
-    async with sqlite_core.session() as s:  # a first write: from now on the connection's
-        await s.execute(insert(Setting).values(key="before", value={"v": 1}))  # busy wait
-    run, loop_thread = sqlite_driver._run, threading.get_ident()  # is the thread's alone
+    # a first write: from now on the connection's busy wait is the thread's alone
+    async with sqlite_core.session() as s:
+        await s.execute(insert(Setting).values(key="before", value={"v": 1}))
+    run, loop_thread = sqlite_driver._run, threading.get_ident()
     seen: list[tuple[bool, int]] = []
 
     def locked_once(conn: Any, sql: str, params: Any, many: bool) -> tuple[Any, ...]:
