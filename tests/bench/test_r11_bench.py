@@ -132,6 +132,16 @@ def test_r11_bench_quick_smoke_relays_through_a_real_server(tmp_path: Path) -> N
     assert 0 < float(rows["record_bytes_per_stored_message"].replace(",", "")) < 300
     assert "## cold" in text and float(rows["tour_cpu_ms_after_idle"].replace(",", "")) > 0
     assert float(rows["paced_5ms_floor_cpu_us_per_token"].replace(",", "")) > 0
+    # the relay's paced token is judged on its own CPU: the paced tour twice as long less
+    # the paced tour (no part of the tour in it), beside the bare relay's measured alike
+    judged = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[4]
+              for line in text.splitlines() if line.startswith("| ")}
+    assert judged["cpu_us_per_paced_token_own"] == "<= 40 µs"
+    assert judged["facade_cpu_us_per_paced_token_own"] == "<= 40 µs"
+    assert judged["cpu_us_per_paced_token"] == ""  # the tour-inclusive figure, not judged
+    for name in ("cpu_us_per_paced_token_own", "paced_floor_cpu_us_per_token_own",
+                 "paced_parsing_floor_cpu_us_per_token_own"):
+        assert rows[name].replace(",", "").lstrip("-").replace(".", "").isdigit(), rows[name]
     # a lone token's own CPU (a longer stream less a shorter one), beside the bare relay's
     assert float(rows["paced_2ms_evacore_marginal_cpu_us_per_token"].replace(",", "")) > 0
     assert float(rows["paced_2ms_floor_marginal_cpu_us_per_token"].replace(",", "")) > 0
