@@ -24,6 +24,8 @@ import httpx
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _relay_procs as procs
+from _relay_own import Turns, own_per_token
+from bench_cold import _Target
 from runner import combine
 
 TOKEN = "bench-master-token-0123456789abcdef"
@@ -55,6 +57,9 @@ REPEATS = 1
 """The runner runs this module once: it repeats every scenario itself (RUNS), with the
 servers kept up, and returns medians with their spread."""
 RUNS, QUICK_RUNS = 3, 1
+OWN_ROUNDS, QUICK_OWN_ROUNDS = 9, 2
+"""Requests of each paced length per relay for a paced token's own CPU (`_relay_own.py`),
+the two lengths in turn."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class Scenario:
 
 
 FULL = (Scenario("s1", 1, 200, 0, count=30), Scenario("long", 1, 2000, 0, count=4),
-        Scenario("paced", 1, 200, 2, count=6), Scenario("paced_long", 1, 400, 2, count=6),
+        Scenario("paced", 1, 200, 2, count=6), Scenario("paced_long", 1, 400, 2, count=2),
         Scenario("paced5", 1, 200, 5, count=4), Scenario("tour1", 1, 1, 0, count=20),
         Scenario("s2", 64, 100, 5, seconds=10), Scenario("s3", 256, 100, 5, seconds=12))
 QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=1),
@@ -383,17 +388,60 @@ def _floor_rows(scenario: Scenario, result: dict[str, Any]) -> list[dict[str, An
     return rows
 
 
-def _own_us(results: dict[str, Any], scenarios: dict[str, Scenario], who: str) -> float:
-    """A paced token's own CPU through `who` (a route, `floor` or `parsing_floor`): the paced
-    stream twice as long less the paced stream, per token it holds more (µs); nan when
-    either did not run."""
+def _own_us(results: dict[str, Any], who: str) -> float:
+    """A paced token's own CPU through `who` (a route, `floor` or `parsing_floor`) in µs,
+    measured by `_own_tokens`; nan when it was not."""
+    return float(results.get("own", {}).get(who, math.nan))
+
+
+def _own_tokens(relays: Relays, setup: _Setup, scenarios: dict[str, Scenario],
+                ups: dict[tuple[int, float], tuple[Any, str]],
+                connections: dict[tuple[int, float], str], rounds: int) -> dict[str, float]:
+    """A paced token's own CPU through generate, the facade, the bare relay, its parsing
+    mode and the LiteLLM proxy: the paced and paced_long streams one request at a time, in
+    turn (`_relay_own.py`)."""
     short, long_ = scenarios.get("paced"), scenarios.get("paced_long")
-    if short is None or long_ is None or who not in results.get("paced_long", {}) \
-            or who not in results.get("paced", {}):
-        return math.nan
-    a = _cpu_per_tour_ms(short, results["paced"][who])
-    b = _cpu_per_tour_ms(long_, results["paced_long"][who])
-    return (b - a) * 1000 / (long_.tokens - short.tokens)
+    if short is None or long_ is None:
+        return {}
+    keys = [(sc.tokens, sc.delay_ms) for sc in (short, long_)]
+    clients: list[httpx.Client] = []
+
+    def client(headers: dict[str, str] | None = None) -> httpx.Client:
+        clients.append(httpx.Client(timeout=120, headers=headers or {}))
+        return clients[-1]
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    url, pid = relays.server_url, relays.server.pid
+    upstream_body = {"model": "bench-model", "stream": True,
+                     "messages": [{"role": "user", "content": PROMPT}]}
+    pairs: dict[str, list[Any]] = {name: [] for name in ("evacore", "facade")}
+    for key in keys:
+        chat, facade_chat = setup.chats(connections[key], 2)
+        pairs["evacore"].append(_Target(
+            client(auth), pid, f"{url}/v1/chats/{chat}/generate",
+            {"message": {"content": PROMPT}, "stream": True}))
+        model = "@" + _model_name(*key)
+        pairs["facade"].append(Turns(
+            client({**auth, "X-Evacore-Chat": facade_chat}), pid, f"{url}/v1/chat/completions",
+            lambda turn, model=model: _facade_body(model, turn)))
+    for who, found in (("floor", relays.floors or {}),
+                       ("parsing_floor", relays.parsing_floors or {})):
+        if all(ups[key][1] in found for key in keys):
+            pairs[who] = [_Target(client(), found[ups[key][1]][0].pid,
+                                  f"{found[ups[key][1]][1]}/v1/chat/completions", upstream_body)
+                          for key in keys]
+    if relays.litellm is not None and relays.litellm_url:
+        lite = client({"Authorization": f"Bearer {LITELLM_KEY}"})
+        pairs["litellm"] = [_Target(lite, relays.litellm.pid,
+                                    f"{relays.litellm_url}/v1/chat/completions",
+                                    {**upstream_body, "model": _model_name(*key)})
+                            for key in keys]
+    try:
+        return own_per_token({who: (a, b) for who, (a, b) in pairs.items()},
+                             long_.tokens - short.tokens, rounds)
+    finally:
+        for c in clients:
+            c.close()
 
 
 def _own_token_rows(results: dict[str, Any], scenarios: dict[str, Scenario], target: str,
@@ -402,19 +450,19 @@ def _own_token_rows(results: dict[str, Any], scenarios: dict[str, Scenario], tar
     with twice the tokens less the tour), judged for evacore's routes against the per-token
     target and against the LiteLLM proxy's own in the same run; beside it, for generate, the
     bare relay's and its parsing mode's, measured the same way."""
-    own = _own_us(results, scenarios, target)
+    own = _own_us(results, target)
     if not math.isfinite(own):
         return []
     short, long_ = scenarios["paced"], scenarios["paced_long"]
     judge = target != "litellm"
-    how = (f"(CPU per {long_.tokens}-token tour - CPU per {short.tokens}-token tour) / "
+    how = (f"(median CPU of a {long_.tokens}-token tour - of a {short.tokens}-token tour) / "
            f"{long_.tokens - short.tokens}, tokens {short.delay_ms:g} ms apart, each its own "
-           "upstream write: a token that arrives alone, read, relayed and written by itself, "
-           "with no part of its tour in it")
+           "upstream write, one request at a time, the two lengths in turn: a token that "
+           "arrives alone, read, relayed and written by itself, with no part of its tour in it")
     rows = [_row(f"{prefix}cpu_us_per_paced_token_own", round(own, 1), "µs", how,
                  f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
                  own <= CPU_US_PER_TOKEN if judge else None)]
-    lite = _own_us(results, scenarios, "litellm")
+    lite = _own_us(results, "litellm")
     if judge and math.isfinite(lite) and lite > 0:
         share = own / lite
         rows.append(_row(f"{prefix}paced_token_own_over_litellm", round(share, 3), "x",
@@ -427,7 +475,7 @@ def _own_token_rows(results: dict[str, Any], scenarios: dict[str, Scenario], tar
                    "stream contract does)")
         for who, name, what in (("floor", "paced_floor", bare),
                                 ("parsing_floor", "paced_parsing_floor", parsing)):
-            theirs = _own_us(results, scenarios, who)
+            theirs = _own_us(results, who)
             if math.isfinite(theirs):
                 rows.append(_row(f"{name}_cpu_us_per_token_own", round(theirs, 1), "µs",
                                  f"the same for {what}, same streams, same run"))
@@ -590,8 +638,10 @@ def _tour_record_rows(scenario: Scenario, records: dict[str, Any],
 
 def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
              scenarios: tuple[Scenario, ...], ups: dict[tuple[int, float], tuple[Any, str]],
-             connections: dict[tuple[int, float], str], *, first: bool) -> list[dict[str, Any]]:
-    """Every scenario once, each on fresh chats (a chat's history grows with its turns).
+             connections: dict[tuple[int, float], str], *, first: bool, own_rounds: int
+             ) -> list[dict[str, Any]]:
+    """Every scenario once, each on fresh chats (a chat's history grows with its turns),
+    then a paced token's own CPU through each relay (`_own_tokens`).
     The memory an extra stream takes is measured in the `first` run only: a later run's
     S3 finds the memory the first one took still in the process (an allocator seldom gives
     it back), so its growth over S2 measures the reuse, not the streams."""
@@ -607,6 +657,7 @@ def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
         if sc.name in FAST_LANE_SCENARIOS:
             rows += _tour_record_rows(sc, setup.tour_records(chats))
             rows += _tour_record_rows(sc, setup.tour_records(facade_chats), "facade")
+    results["own"] = _own_tokens(relays, setup, by_name, ups, connections, own_rounds)
     for who, (prefix, _) in ROUTES.items():
         if who in results["s1"]:
             rows += _split_rows(results, by_name, who, prefix)
@@ -678,7 +729,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             ticks0, whole_run = procs.cpu_seconds(server.pid), procs.CpuMark(server.pid)
             for i in range(runs):
                 per_run.append(_one_run(load_prefix, relays, setup, scenarios, ups, connections,
-                                        first=i == 0))
+                                        first=i == 0,
+                                        own_rounds=QUICK_OWN_ROUNDS if quick else OWN_ROUNDS))
             ticks = procs.cpu_seconds(server.pid) - ticks0
             nanos = whole_run.since()[0] / 1e9
             setup.http.close()

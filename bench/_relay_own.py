@@ -1,0 +1,45 @@
+"""A paced token's own CPU through each relay of the relay benchmark: the same process
+answering the same paced stream at two lengths, one request at a time, the two lengths in
+turn; the difference of the median CPU of each length, over the tokens the longer one holds
+more, is what one token that arrives alone costs, with no part of its request or tour in it.
+
+Must not: start or stop a process, or judge a figure (`bench_relay.py` does both).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cold import _Target
+
+
+class Turns(_Target):
+    """A facade chat's requests: each one of two alternating bodies (`bodies(turn)`), so
+    that every request is a new turn of the chat, not a regenerate."""
+
+    def __init__(self, http: httpx.Client, pid: int, url: str, bodies: Any) -> None:
+        super().__init__(http, pid, url, bodies(0))
+        self.bodies, self.turn = bodies, 0
+
+    def once(self) -> float:
+        self.body = self.bodies(self.turn)
+        self.turn += 1
+        return super().once()
+
+
+def own_per_token(pairs: dict[str, tuple[_Target, _Target]], extra_tokens: int, rounds: int,
+                  warm: int = 2) -> dict[str, float]:
+    """µs of CPU per token beyond the shorter stream, for each relay named in `pairs` (its
+    targets for the shorter and the longer stream, warmed first)."""
+    own: dict[str, float] = {}
+    for who, (short, long_) in pairs.items():
+        short.warmed(warm)
+        long_.warmed(warm)
+        own[who] = short.marginal(long_, extra_tokens, rounds)[0]
+    return own
