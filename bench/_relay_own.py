@@ -1,13 +1,14 @@
 """A paced token's own CPU through each relay of the relay benchmark: the same process
 answering the same paced stream at two lengths, one request at a time, the two lengths in
-turn; the difference of the median CPU of each length, over the tokens the longer one holds
-more, is what one token that arrives alone costs, with no part of its request or tour in it.
+turn; the median difference of a pair's CPU, over the tokens the longer one holds more, is
+what one token that arrives alone costs, with no part of its request or tour in it.
 
 Must not: start or stop a process, or judge a figure (`bench_relay.py` does both).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,22 @@ class Turns(_Target):
 def own_per_token(pairs: dict[str, tuple[_Target, _Target]], extra_tokens: int, rounds: int,
                   warm: int = 2) -> dict[str, float]:
     """µs of CPU per token beyond the shorter stream, for each relay named in `pairs` (its
-    targets for the shorter and the longer stream, warmed first)."""
+    targets for the shorter and the longer stream, warmed first): the median over `rounds`
+    of the longer request's CPU less the shorter one's made next to it (which of the two
+    goes first flips each round). A pair shares the moment's state of the shared machine,
+    so a slow spell of a few seconds moves both of its requests and not their difference."""
     own: dict[str, float] = {}
     for who, (short, long_) in pairs.items():
         short.warmed(warm)
         long_.warmed(warm)
-        own[who] = short.marginal(long_, extra_tokens, rounds)[0]
+        differences = []
+        for i in range(rounds):
+            if i % 2:
+                longer = long_.once()
+                shorter = short.once()
+            else:
+                shorter = short.once()
+                longer = long_.once()
+            differences.append(longer - shorter)
+        own[who] = statistics.median(differences) / extra_tokens
     return own

@@ -57,9 +57,9 @@ REPEATS = 1
 """The runner runs this module once: it repeats every scenario itself (RUNS), with the
 servers kept up, and returns medians with their spread."""
 RUNS, QUICK_RUNS = 3, 1
-OWN_ROUNDS, QUICK_OWN_ROUNDS = 9, 2
-"""Requests of each paced length per relay for a paced token's own CPU (`_relay_own.py`),
-the two lengths in turn."""
+OWN_ROUNDS, QUICK_OWN_ROUNDS = 11, 2
+"""Pairs of paced requests (the paced and the paced_long stream, one after the other) per
+relay for a paced token's own CPU (`_relay_own.py`)."""
 
 
 @dataclass(frozen=True)
@@ -455,10 +455,11 @@ def _own_token_rows(results: dict[str, Any], scenarios: dict[str, Scenario], tar
         return []
     short, long_ = scenarios["paced"], scenarios["paced_long"]
     judge = target != "litellm"
-    how = (f"(median CPU of a {long_.tokens}-token tour - of a {short.tokens}-token tour) / "
+    how = (f"the median over pairs of requests made one after the other of (CPU of a "
+           f"{long_.tokens}-token tour - CPU of a {short.tokens}-token tour) / "
            f"{long_.tokens - short.tokens}, tokens {short.delay_ms:g} ms apart, each its own "
-           "upstream write, one request at a time, the two lengths in turn: a token that "
-           "arrives alone, read, relayed and written by itself, with no part of its tour in it")
+           "upstream write: a token that arrives alone, read, relayed and written by itself, "
+           "with no part of its tour in it")
     rows = [_row(f"{prefix}cpu_us_per_paced_token_own", round(own, 1), "µs", how,
                  f"<= {CPU_US_PER_TOKEN:g} µs" if judge else None,
                  own <= CPU_US_PER_TOKEN if judge else None)]
