@@ -382,15 +382,16 @@ def _litellm_floor(rows: list[dict[str, Any]]) -> list[str]:
         return []
     own = _value(rows, "cpu_us_per_paced_token_own")
     share = _value(rows, "paced_token_own_over_litellm")
+    lite = _value(rows, "litellm_cpu_us_per_paced_token_own")
     floor_own = _value(rows, "paced_floor_cpu_us_per_token_own")
     parsed_own = _value(rows, "paced_parsing_floor_cpu_us_per_token_own")
     own_words = ""
-    if all(math.isfinite(v) and v > 0 for v in (own, share, floor_own, parsed_own)):
-        lite = own / share
+    if all(math.isfinite(v) and v > 0 for v in (own, share, lite, floor_own, parsed_own)):
         own_words = (
             f" A paced token's own CPU (no part of its tour in it, 2 ms apart) was "
             f"{own:.1f} µs through generate, {lite:.0f} µs through LiteLLM "
-            f"({share:.3f} of it, `paced_token_own_over_litellm`), {floor_own:.1f} µs through "
+            f"(`litellm_cpu_us_per_paced_token_own`; the ratio's median over the runs "
+            f"{share:.3f}, `paced_token_own_over_litellm`), {floor_own:.1f} µs through "
             f"the bare relay and {parsed_own:.1f} µs through its parsing mode: a twentieth "
             f"of LiteLLM's is {lite / 20:.1f} µs, "
             + ("below the bare relay's own token." if lite / 20 < floor_own else
