@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ class Turns(_Target):
     """A facade chat's requests: each one of two alternating bodies (`bodies(turn)`), so
     that every request is a new turn of the chat, not a regenerate."""
 
-    def __init__(self, http: httpx.Client, pid: int, url: str, bodies: Any) -> None:
+    def __init__(self, http: httpx.Client, pid: int, url: str,
+                 bodies: Callable[[int], dict[str, Any]]) -> None:
         super().__init__(http, pid, url, bodies(0))
         self.bodies, self.turn = bodies, 0
 
@@ -45,14 +47,7 @@ def own_per_token(pairs: dict[str, tuple[_Target, _Target]], extra_tokens: int, 
     for who, (short, long_) in pairs.items():
         short.warmed(warm)
         long_.warmed(warm)
-        differences = []
-        for i in range(rounds):
-            if i % 2:
-                longer = long_.once()
-                shorter = short.once()
-            else:
-                shorter = short.once()
-                longer = long_.once()
-            differences.append(longer - shorter)
+        runs = short.in_turn(long_, rounds)
+        differences = [b - a for (a, _), (b, _) in zip(runs[short], runs[long_], strict=True)]
         own[who] = statistics.median(differences) / extra_tokens
     return own

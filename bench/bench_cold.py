@@ -85,15 +85,22 @@ class _Target:
             self.once()
         return self
 
+    def in_turn(self, longer: _Target, rounds: int
+                ) -> dict[_Target, list[tuple[float, int | None]]]:
+        """`rounds` requests of this target and of `longer`, one of each a round, which goes
+        first flipping each round: each one's (CPU µs, system calls) in round order."""
+        runs: dict[_Target, list[tuple[float, int | None]]] = {self: [], longer: []}
+        for i in range(rounds):
+            for target in ((longer, self) if i % 2 else (self, longer)):
+                runs[target].append((target.once(), target.calls))
+        return runs
+
     def marginal(self, longer: _Target, extra_tokens: int, rounds: int
                  ) -> tuple[float, float | None]:
         """µs of CPU and read and write system calls per token of `longer`'s stream beyond
         this one's (medians over rounds of the two in turn): a token's own cost, with no
         request or tour in it (None for the calls where the kernel does not count them)."""
-        runs: dict[_Target, list[tuple[float, int | None]]] = {self: [], longer: []}
-        for i in range(rounds):
-            for target in ((longer, self) if i % 2 else (self, longer)):
-                runs[target].append((target.once(), target.calls))
+        runs = self.in_turn(longer, rounds)
 
         def per_token(values: Callable[[_Target], list[Any]]) -> float:
             return (statistics.median(values(longer))
