@@ -29,8 +29,10 @@ EPOCH_KEY = "auth_epoch"
 """The settings row bumped by every change of users, roles or tokens."""
 REMEMBER_SECONDS = 5.0
 """How long a checked token is taken on trust without reading the database again."""
-POLL_SECONDS = 0.5
-"""How often an instance that trusts tokens reads the auth epoch."""
+POLL_SECONDS = 0.25
+"""How often an instance that trusts tokens reads the auth epoch: a quarter of the second in
+which a change must reach every instance, so a read that began just before the change's commit,
+or a loop held up for a moment by a busy host, still leaves the next read inside it."""
 _REMEMBER_AT_MOST = 4096
 
 
