@@ -40,7 +40,7 @@ _READ_EPOCH = select(Setting.__table__.c.value).where(Setting.__table__.c.key ==
 
 
 async def read_epoch(session: AsyncSession) -> int:
-    """The auth epoch (pre-built: every trusting instance reads it twice a second)."""
+    """The auth epoch (pre-built: every trusting instance reads it four times a second)."""
     rows = await direct.execute(session, _READ_EPOCH, {})
     value = rows[0][0] if rows else None
     return int((value or {}).get("v") or 0)
