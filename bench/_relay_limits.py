@@ -305,11 +305,17 @@ def _memory(rows: list[dict[str, Any]]) -> list[str]:
          "divided by the extra streams, taken in the first run only (later runs reuse the "
          "memory the first S3 took); with few streams (the quick variant) allocator growth "
          "dominates it. Judge it on the full run. What a stream holds is mostly Python objects "
-         "of its tour while it streams (tracemalloc over 88 tours in flight: about 68 KB a "
-         "tour: its prompt, request and diagnostics, the ORM rows of its history, its "
-         "stages' state, its HTTP connection's and upstream connection's objects, the text "
-         "relayed so far), plus what the allocator keeps around them; the request's tool "
-         "schemas are built once and shared, and its body's bytes are let go once sent."),
+         "of its tour while it streams (tracemalloc: 43-52 KB a tour in flight, over some 300 "
+         "allocation sites, none above 3 KB: the text relayed so far, its history's rows, "
+         "the provider request, its stages' state, its HTTP connection's and upstream "
+         "connection's objects), plus what the allocators keep around them (the interpreter's "
+         "pools and glibc's heap: about as much again); the request's tool schemas are built "
+         "once and shared, and its body's bytes are let go once sent. The peak is S3's last "
+         "moment, not its first: every S3 tour adds a turn to one of its chats and reads "
+         "their whole history, so later tours hold more. SQLite's own memory is bounded "
+         "(`evacore/store/db.py`: 128 KiB of pages a pooled connection; at SQLite's default "
+         "2,000 KiB the pool's caches grew with the database by about a megabyte a second "
+         "of S3, 30-40 KB of the figure)."),
     ]
 
 
