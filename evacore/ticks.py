@@ -1,7 +1,7 @@
 """One clock for an instance's periodic work: a poller sleeps to the next multiple of its
 period on the event loop's clock, so pollers whose periods divide one another (the auth
-epoch's quarter second and the abort poll's half, the server's second, the plugin sync's two, the
-heartbeat's five) wake in the same pass of the loop: one wake-up of a sleeping process,
+epoch's quarter second, the abort poll's half, the server's second, the plugin sync's two,
+the heartbeat's five) wake in the same pass of the loop: one wake-up of a sleeping process,
 its caches warmed once, instead of one each at its own moment.
 
 Must not: do any of the work; it only decides when a poller wakes.

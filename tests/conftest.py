@@ -8,6 +8,7 @@ Tests that use `core` (or anything built on it) run once per backend: `sqlite` a
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -35,6 +36,23 @@ BACKENDS = ("sqlite", "postgresql")
 # EVACORE_TEST_ALL_BACKENDS=1 (set by .ci/run) runs everything on both.
 SQLITE_ONLY_FOLDERS = ("generate", "agent_e2e", "assembly", "rules_integration", "telegram")
 TESTS_DIR = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def _latency_heap(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `latency` asserts a wall-clock bound on evacore's work (an abort within
+    100 ms, a revocation within a second). What earlier tests left in this worker's heap is
+    collected and frozen out of the collector's full passes first, as `evacore serve` freezes
+    its start-up heap: a full pass over a long session's objects is not the code under test."""
+    if request.node.get_closest_marker("latency") is None:
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -104,6 +104,7 @@ def pair(settings: Settings, tmp_path: Path) -> Any:
         yield pair
 
 
+@pytest.mark.latency
 def test_r14_5_a_tour_on_a_is_aborted_through_b_within_a_second(pair: Any) -> None:
     a, b = pair
     _abort_through(a, b)
@@ -114,6 +115,7 @@ def test_r14_5_a_client_op_of_a_tour_on_a_is_answered_through_b(pair: Any) -> No
     _client_op_through(a, b)
 
 
+@pytest.mark.latency
 def test_r14_5_serve_with_two_workers_keeps_abort_and_client_ops(
     settings: Settings, tmp_path: Path
 ) -> None:

@@ -19,6 +19,8 @@ from tests.fakes.upstream import FAKE_API_KEY, FakeUpstream
 from tests.generate.helpers import FAST_TIMEOUTS
 from tests.helpers import ServerProcess
 
+pytestmark = pytest.mark.latency
+
 WORDS = " ".join(f"word{i}" for i in range(200))
 
 

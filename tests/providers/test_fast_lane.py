@@ -174,6 +174,7 @@ async def test_the_idle_deadline_moves_with_each_taken_token_and_still_fires(
     await provider.aclose()
 
 
+@pytest.mark.latency
 async def test_the_total_deadline_holds_while_the_tap_takes_every_token(
     openai_fake: FakeUpstream,
 ) -> None:
@@ -190,6 +191,7 @@ async def test_the_total_deadline_holds_while_the_tap_takes_every_token(
     await provider.aclose()
 
 
+@pytest.mark.latency
 async def test_cancel_while_the_tap_takes_closes_the_upstream_at_once(
     openai_fake: FakeUpstream,
 ) -> None:

@@ -130,6 +130,7 @@ async def test_r2_11_malformed_sse_line_is_a_protocol_error(
         assert len(fake.generation_requests) == 1
 
 
+@pytest.mark.latency
 async def test_r2_11_slow_first_token_times_out(
     openai_fake: FakeUpstream, http_client: httpx.AsyncClient
 ) -> None:
@@ -202,6 +203,7 @@ async def test_r2_11_refused_connection_retries_then_fails(http_client: httpx.As
 
 
 @pytest.mark.parametrize("kind", ["openai-chat", "openai-text", "anthropic", "kobold"])
+@pytest.mark.latency
 async def test_r2_11_cancel_closes_upstream_within_100ms(
     kind: str, http_client: httpx.AsyncClient
 ) -> None:
@@ -225,6 +227,7 @@ async def test_r2_11_cancel_closes_upstream_within_100ms(
         assert len(fake.generation_requests) == 1
 
 
+@pytest.mark.latency
 async def test_r2_11_cancel_while_waiting_for_first_token_closes_upstream(
     openai_fake: FakeUpstream, http_client: httpx.AsyncClient
 ) -> None:

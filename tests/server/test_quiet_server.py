@@ -153,6 +153,7 @@ async def _started(server: QuietServer) -> asyncio.Task[None]:
 
 
 @pytest.mark.parametrize("how", ["should_exit", "signal"])
+@pytest.mark.latency
 async def test_told_to_stop_it_stops_at_once_not_at_its_next_tick(
         monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     monkeypatch.setattr(serving, "TICK_SECONDS", 30.0)  # only the wake-up can stop it soon

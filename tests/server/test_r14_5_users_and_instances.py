@@ -118,6 +118,7 @@ async def test_r14_5_the_last_master_stays(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v1/me")).json()["role"] == "master"
 
 
+@pytest.mark.latency
 async def test_r14_5_a_revoked_token_is_refused_on_every_instance_within_a_second(
     client: httpx.AsyncClient, core: Core, second: Core
 ) -> None:
@@ -135,6 +136,7 @@ async def test_r14_5_a_revoked_token_is_refused_on_every_instance_within_a_secon
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.latency
 async def test_r14_5_a_role_change_reaches_every_instance_within_a_second(
     client: httpx.AsyncClient, second: Core
 ) -> None:

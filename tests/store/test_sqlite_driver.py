@@ -130,6 +130,7 @@ async def test_a_statement_seen_slow_runs_on_the_thread_longer_each_time(
     assert on_loop == [True, False, False, True, False, False, False, False, True]
 
 
+@pytest.mark.latency
 async def test_a_statement_slow_once_comes_back_to_the_loop(
         sqlite_core: Core, threads_seen: list[tuple[str, bool]],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,6 +182,7 @@ async def test_nothing_runs_inline_while_a_cancelled_call_is_still_on_the_thread
     assert waited >= 0.15  # it queued behind the cancelled call instead of racing it
 
 
+@pytest.mark.latency
 async def test_a_writer_waiting_for_the_lock_never_stalls_the_loop(sqlite_core: Core) -> None:
     """The second writer waits for the first on the thread: the loop goes on running, so the
     first writer can finish and commit (waiting inline would hold the loop, and the first

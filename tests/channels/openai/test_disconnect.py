@@ -18,6 +18,8 @@ from tests.fakes.upstream import FAKE_API_KEY, FakeUpstream
 from tests.generate.helpers import FAST_TIMEOUTS
 from tests.helpers import ServerProcess, served_on_sqlite
 
+pytestmark = pytest.mark.latency
+
 TOKEN = "evc_facade_disconnect_token_0123456789"
 WORDS = " ".join(f"word{i}" for i in range(200))
 
