@@ -34,7 +34,7 @@ class LazyRandom:
         return getattr(rng, name)
 
 
-@dataclass
+@dataclass(slots=True)
 class MacroEnv:
     """Values macros read, and the two variable stores they write.
 

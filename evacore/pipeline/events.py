@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
@@ -35,6 +34,10 @@ class Stopped(Protocol):
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 """Queued event bytes (text lengths, roughly) past which the producer waits for the reader."""
+JOIN_AT = 16
+"""The answer so far (a stream's `parts`) is joined into one text whenever it holds this
+many: a relayed token's text is an object of some 55 bytes for a few characters, and a
+stream in flight would otherwise hold every one of them until it ends."""
 _EVENT_COST = 64
 """What one event costs on top of its text (the dict, the SSE frame's envelope)."""
 
@@ -49,12 +52,12 @@ def cost(name: str, data: dict[str, Any]) -> int:
 class EventSink:
     """An in-order queue of events; `close()` ends the iteration.
 
-    A deque and one waiter per reader, not an `asyncio.Queue`: a relayed token is one
+    A list and one waiter per reader, not an `asyncio.Queue`: a relayed token is one
     `emit` and, at most, one reader's wake-up.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._items: deque[Any] = deque()
+        self._items: list[Any] = []  # a list: a deque allocates 0.5 KB before its first item
         self._waiters: list[asyncio.Future[None]] = []
         self.closed = False
         self.history: list[tuple[str, dict[str, Any]]] | None = None
@@ -107,6 +110,8 @@ class EventSink:
                     or self.history is not None or not write(text)):
                 return False
             parts.append(text)
+            if len(parts) >= JOIN_AT:
+                parts[:] = ["".join(parts)]
             self.lane_texts += 1
             return True
 
@@ -283,17 +288,13 @@ class EventSink:
                     finally:
                         if waiter in self._waiters:
                             self._waiters.remove(waiter)
-                batch: list[tuple[str, dict[str, Any]]] = []
-                taken = 0
-                ended = False
-                while items:
-                    item = items.popleft()
-                    if item is _END:
-                        items.appendleft(item)  # every reader sees the end
-                        ended = True
-                        break
-                    batch.append((item[0], item[1]))
-                    taken += item[2]
+                # the end, once queued, is the last item (`emit` adds nothing after
+                # `close`), and it stays queued: every reader sees it
+                ended = items[-1] is _END
+                count = len(items) - 1 if ended else len(items)
+                batch = [(item[0], item[1]) for item in items[:count]]
+                taken = sum(item[2] for item in items[:count])
+                del items[:count]
                 self.pending_since = 0.0
                 if taken:
                     self._took(taken)

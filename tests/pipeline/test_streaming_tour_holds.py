@@ -11,6 +11,8 @@ import gc
 
 import httpx
 
+from evacore.pipeline.events import JOIN_AT
+from evacore.pipeline.tour import Tour
 from evacore.prompt.elements import Element
 from evacore.store.chats import HistoryMessage
 from tests.fakes.script import Reply
@@ -63,3 +65,34 @@ async def test_a_streaming_tour_lets_go_of_the_history_rows_and_elements_it_asse
     # and the answer streamed and was saved whole all the same
     assert "done" in [name for name, _ in events]
     assert (await messages(client, chat))[-1]["content"] == slow
+
+
+def _streaming_tours() -> list[Tour]:
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, Tour) and "partial" in o.data]
+
+
+async def test_a_streaming_tour_holds_its_answer_so_far_as_a_few_texts_not_one_per_token(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    """Every relayed token is a text of its own; the answer so far is joined whenever it
+    holds `JOIN_AT` of them, so a long answer in flight is a few objects, not one per
+    token, and what an abort would keep is still every token in order."""
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    words = [f"w{i} " for i in range(60)]
+    openai_fake.script.add(Reply(text="".join(words), token_delay=0.02))
+    answer = asyncio.create_task(stream(client, chat, "a long one"))
+    seen: list[list[str]] = []
+    for _ in range(400):
+        await asyncio.sleep(0.01)
+        tours = _streaming_tours()
+        if tours and len("".join(tours[0].data["partial"])) > len("".join(words[:40])):
+            seen.append(list(tours[0].data["partial"]))
+            break
+    events = await answer
+    assert seen, "the tour never streamed 40 of its tokens"
+    parts = seen[0]
+    assert len(parts) < JOIN_AT < 40  # 40 tokens and more in it
+    assert "".join(words).startswith("".join(parts))
+    assert "".join(e["text"] for name, e in events if name == "delta") == "".join(words)
+    assert (await messages(client, chat))[-1]["content"] == "".join(words)

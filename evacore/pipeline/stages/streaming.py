@@ -15,6 +15,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
+from evacore.pipeline.events import JOIN_AT
 from evacore.providers.base import Finish, ReasoningDelta, TextDelta, TextTap, ToolCall
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ ALONE_AFTER = 0.0005
 streaming at its pace): it is written to the client through the channel's writer from the
 tour's own task (`EventSink.relay`), which spares the channel's task a wake-up per token.
 Deltas closer together are a burst and are batched into one write."""
-
-
 class Streaming:
     number = 12
     name = "streaming"
@@ -85,6 +84,8 @@ class Streaming:
             if not (sink.write_now(batch) or sink.queue_now(batch)):
                 return False
             parts.extend(texts)
+            if len(parts) >= JOIN_AT:
+                parts[:] = ["".join(parts)]
             taken += len(texts)
             if first:
                 first_from_read()
@@ -126,6 +127,8 @@ class Streaming:
                             seam = False
                             prefix = _drop_postfix(tour, parts, prefix, text)
                         parts.append(text)
+                        if len(parts) >= JOIN_AT:
+                            parts[:] = ["".join(parts)]
                         tour.data["partial_tokens"] = True
                         if not holding:
                             if prefix and not tour.data.get("prefill_sent"):
