@@ -32,6 +32,8 @@ ALONE_AFTER = 0.0005
 streaming at its pace): it is written to the client through the channel's writer from the
 tour's own task (`EventSink.relay`), which spares the channel's task a wake-up per token.
 Deltas closer together are a burst and are batched into one write."""
+
+
 class Streaming:
     number = 12
     name = "streaming"
