@@ -291,10 +291,10 @@ class EventSink:
                 # the end, once queued, is the last item (`emit` adds nothing after
                 # `close`), and it stays queued: every reader sees it
                 ended = items[-1] is _END
-                count = len(items) - 1 if ended else len(items)
-                batch = [(item[0], item[1]) for item in items[:count]]
-                taken = sum(item[2] for item in items[:count])
-                del items[:count]
+                queued = items[:-1] if ended else items[:]
+                del items[:len(queued)]
+                batch = [(item[0], item[1]) for item in queued]
+                taken = sum(item[2] for item in queued)
                 self.pending_since = 0.0
                 if taken:
                     self._took(taken)

@@ -82,16 +82,15 @@ async def test_a_streaming_tour_holds_its_answer_so_far_as_a_few_texts_not_one_p
     words = [f"w{i} " for i in range(60)]
     openai_fake.script.add(Reply(text="".join(words), token_delay=0.02))
     answer = asyncio.create_task(stream(client, chat, "a long one"))
-    seen: list[list[str]] = []
+    parts: list[str] | None = None
     for _ in range(400):
         await asyncio.sleep(0.01)
         tours = _streaming_tours()
         if tours and len("".join(tours[0].data["partial"])) > len("".join(words[:40])):
-            seen.append(list(tours[0].data["partial"]))
+            parts = list(tours[0].data["partial"])
             break
     events = await answer
-    assert seen, "the tour never streamed 40 of its tokens"
-    parts = seen[0]
+    assert parts is not None, "the tour never streamed 40 of its tokens"
     assert len(parts) < JOIN_AT < 40  # 40 tokens and more in it
     assert "".join(words).startswith("".join(parts))
     assert "".join(e["text"] for name, e in events if name == "delta") == "".join(words)
