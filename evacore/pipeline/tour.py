@@ -81,7 +81,7 @@ class Step:
         }
 
 
-_ASSEMBLY_ONLY = ("history_batch", "token_counts")
+_ASSEMBLY_ONLY = ("history_batch", "token_counts", "input_expanded", "sysprompt")
 """Read by stages 1-9 only (`Tour.assembled`)."""
 
 

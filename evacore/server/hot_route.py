@@ -89,10 +89,14 @@ class HotRoute:
         if parsed is None:
             return _replay(messages, receive)
         scope["app"] = app
+        # this frame lives as long as the answer streams: the request as read (its bytes,
+        # its JSON, then its model) is let go of before
+        del messages, body, data
         try:
             response = await answer(core, chat_id, parsed, who, receive)
         except Exception as exc:  # noqa: BLE001 - rendered as the app's handlers do
             response = response_for(exc)
+        del parsed
         await response(scope, receive, send)
         return None
 
