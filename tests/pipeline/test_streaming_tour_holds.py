@@ -14,6 +14,7 @@ import httpx
 from evacore.pipeline.events import JOIN_AT
 from evacore.pipeline.tour import Tour
 from evacore.prompt.elements import Element
+from evacore.server.routes.generate import GenerateIn
 from evacore.store.chats import HistoryMessage
 from tests.fakes.script import Reply
 from tests.fakes.upstream import FakeUpstream
@@ -95,3 +96,46 @@ async def test_a_streaming_tour_holds_its_answer_so_far_as_a_few_texts_not_one_p
     assert "".join(words).startswith("".join(parts))
     assert "".join(e["text"] for name, e in events if name == "delta") == "".join(words)
     assert (await messages(client, chat))[-1]["content"] == "".join(words)
+
+
+async def test_a_streaming_answer_lets_go_of_the_request_it_was_asked_with(
+    client: httpx.AsyncClient, openai_fake: FakeUpstream
+) -> None:
+    """The generate route's call lasts as long as its answer streams: the request as it was
+    read (its bytes, its JSON, its validated body) is let go of before, and the tour lets go
+    of its expanded input with the rest of what only assembly reads."""
+    chat = await new_chat(client, await fake_connection(client, openai_fake))
+    openai_fake.script.add(Reply(text=" ".join(f"t{i}" for i in range(30)), token_delay=0.03))
+    marker = "a question only this request carries " * 40
+    answer = asyncio.create_task(stream(client, chat, marker))
+    tours: list[Tour] = []
+    for _ in range(400):
+        await asyncio.sleep(0.01)
+        tours = _streaming_tours()
+        if tours and tours[0].data["partial"]:
+            break
+    assert tours, "the tour never streamed"
+    gc.collect()
+    bodies = [o for o in gc.get_objects() if isinstance(o, GenerateIn)]
+    raw = [o for o in gc.get_objects() if isinstance(o, list) and _holds_raw(o, marker)]
+    data_keys = set(tours[0].data)
+    events = await answer
+
+    assert bodies == []
+    # the text lives on in the stored message and in the request that was sent, not as
+    # the request's body as it was read
+    assert raw == []
+    assert not {"input_expanded", "sysprompt"} & data_keys
+    assert "done" in [name for name, _ in events]
+
+
+def _holds_raw(o: list[object], marker: str) -> bool:
+    """A list holding a request body as read: bytes with the marker's text in it, or an
+    ASGI message whose body has it."""
+    needle = marker.encode()
+    for item in o:
+        if isinstance(item, bytes) and needle in item:
+            return True
+        if isinstance(item, dict) and needle in (item.get("body") or b""):
+            return True
+    return False
