@@ -9,7 +9,6 @@ proxy) run pinned to one CPU, the load client and the fake upstream to the other
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -24,11 +23,22 @@ import httpx
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _relay_procs as procs
+from _relay_memory import Growth, extra_stream
 from _relay_own import Turns, own_per_token
+from _relay_setup import (
+    PROMPT,
+    TOKEN,
+    WARM_TOURS,
+    Setup,
+    facade_body,
+    model_name,
+    plan,
+    port_of,
+    raw_request,
+)
 from bench_cold import _Target
 from runner import combine
 
-TOKEN = "bench-master-token-0123456789abcdef"
 CPU_US_PER_TOKEN = 40.0
 FIXED_MS_PER_TOUR = 4.0
 THROUGHPUT_RATIO = 0.90
@@ -42,16 +52,9 @@ PARSING_FLOOR_SCENARIOS = ("paced", "paced_long", "s2")
 stream contract does: each event parsed, each text written on as a `delta` event)."""
 FAST_LANE_SCENARIOS = ("paced", "paced5", "s2")
 """Scenarios whose tours say how many deltas took the fast lane (`<scenario>_fast_lane_share`)."""
-STAGES_BEFORE_STREAMING = ("user_input", "macros", "character", "lorebook", "memory",
-                           "token_count", "context_shift", "interceptors", "instruct",
-                           "serialize", "request")
-"""The stages a tour runs before its streaming stage (their names in its timings)."""
 IDLE_RSS_MB = 150.0
 IDLE_SECONDS = 4.0
 PER_STREAM_KB = 100.0
-PROMPT = "Hello there, how are you today?"
-WARM_TOURS = 5
-"""Streamed tours before measuring: first uses (imports, caches, pools) are not steady state."""
 LITELLM_KEY = "sk-bench-litellm-master"
 REPEATS = 1
 """The runner runs this module once: it repeats every scenario itself (RUNS), with the
@@ -60,6 +63,9 @@ RUNS, QUICK_RUNS = 3, 1
 OWN_ROUNDS, QUICK_OWN_ROUNDS = 11, 2
 """Pairs of paced requests (the paced and the paced_long stream, one after the other) per
 relay for a paced token's own CPU (`_relay_own.py`)."""
+MEMORY_RUNS, QUICK_MEMORY_RUNS = 3, 1
+"""Fresh servers taken through S2 and S3 for the memory an extra stream takes
+(`_relay_memory.py`); their median is the figure."""
 
 
 @dataclass(frozen=True)
@@ -87,16 +93,6 @@ QUICK = (Scenario("s1", 1, 200, 0, count=3), Scenario("long", 1, 1000, 0, count=
          Scenario("s2", 2, 100, 5, seconds=0.5), Scenario("s3", 6, 100, 5, seconds=0.5))
 
 
-def _request(path: str, port: int, body: dict[str, Any], token: str | None = None,
-             headers: dict[str, str] | None = None) -> str:
-    raw = json.dumps(body, separators=(",", ":"))
-    auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    auth += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}"
-            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-            f"Content-Length: {len(raw.encode())}\r\n\r\n{raw}")
-
-
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -106,96 +102,6 @@ def _pct(values: list[float], q: float) -> float:
 
 def _ms(values: list[float], q: float) -> float:
     return round(_pct(values, q) * 1000, 3)
-
-
-def _port(url: str) -> int:
-    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
-
-
-class _Setup:
-    """Creates connections and chats over the evacore HTTP API."""
-
-    def __init__(self, url: str) -> None:
-        self.http = httpx.Client(base_url=url + "/v1", timeout=60,
-                                 headers={"Authorization": f"Bearer {TOKEN}"})
-
-    def connection(self, base_url: str, tokens: int, delay_ms: float) -> str:
-        r = self.http.post("/connections", json={
-            "name": _model_name(tokens, delay_ms), "kind": "openai-chat", "base_url": base_url,
-            "model": "bench-model", "max_tokens": tokens * 2, "context_size": 65536})
-        r.raise_for_status()
-        return str(r.json()["id"])
-
-    def chats(self, connection_id: str, n: int) -> list[str]:
-        ids = []
-        for i in range(n):
-            r = self.http.post("/chats", json={"connection_id": connection_id,
-                                               "title": f"bench {i}"})
-            r.raise_for_status()
-            ids.append(str(r.json()["id"]))
-        return ids
-
-    def warm(self, chat_id: str, tours: int = WARM_TOURS) -> None:
-        for _ in range(tours):
-            r = self.http.post(f"/chats/{chat_id}/generate",
-                               json={"message": {"content": PROMPT}, "stream": True})
-            r.raise_for_status()
-
-    def tour_records(self, chat_ids: list[str], limit: int = 12) -> dict[str, Any]:
-        """From the diagnostics of the chats' newest answers' tours: the deltas that went out
-        from the upstream read (`fast_lane_deltas`) and the tokens answered; per tour, the
-        time from its start to its first delta (`first_token_ms`), its wait before stage 1
-        (`waited_ms`) and its stages' own time before the streaming stage (stages 1-11)."""
-        fast = tokens = turn_waits = 0
-        first: list[float] = []
-        stages: list[float] = []
-        waited: list[float] = []
-        for chat in chat_ids:
-            r = self.http.get(f"/chats/{chat}/messages")
-            r.raise_for_status()
-            answers = [m for m in r.json()["messages"] if m["role"] == "assistant"]
-            for message in answers[-limit:]:
-                variant = next(v for v in message["variants"]
-                               if v["id"] == message["active_variant"])
-                if not variant.get("tour_id"):
-                    continue
-                diagnostics = self.http.get(f"/tours/{variant['tour_id']}").json()["diagnostics"]
-                fast += int(diagnostics.get("fast_lane_deltas", 0))
-                tokens += int((variant.get("usage") or {}).get("completion_tokens", 0))
-                if isinstance(diagnostics.get("first_token_ms"), int | float):
-                    first.append(float(diagnostics["first_token_ms"]))
-                    timings = diagnostics.get("timings") or {}
-                    stages.append(sum(float(timings.get(name, 0.0))
-                                      for name in STAGES_BEFORE_STREAMING))
-                    waited.append(float(diagnostics.get("waited_ms") or 0.0))
-                    turn_waits += "turn_wait_ms" in diagnostics
-        return {"fast": fast, "tokens": tokens, "first_token_ms": first, "stages_ms": stages,
-                "waited_ms": waited, "turn_waits": turn_waits}
-
-    def warm_facade(self, chat_id: str, model: str, tours: int = WARM_TOURS) -> None:
-        for i in range(tours):
-            r = self.http.post("/chat/completions", json=_facade_body(model, i),
-                               headers={"X-Evacore-Chat": chat_id})
-            r.raise_for_status()
-
-
-def _model_name(tokens: int, delay_ms: float) -> str:
-    return f"bench-{tokens}-{delay_ms:g}"
-
-
-def _facade_body(model: str, turn: int) -> dict[str, Any]:
-    """One of two alternating messages: each request is a new turn of the stream's chat (the
-    same message twice in a row would be a regenerate)."""
-    return {"model": model, "stream": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": f"{PROMPT} ({'ab'[turn % 2]})"}]}
-
-
-def _plan(port: int, requests: list[str], marker: str, scenario: Scenario,
-          error_marker: str | None) -> dict[str, Any]:
-    return {"host": "127.0.0.1", "port": port, "requests": requests, "marker": marker,
-            "error_marker": error_marker, "concurrency": scenario.concurrency,
-            "count": scenario.count, "seconds": scenario.seconds,
-            "grace": max(5.0, (scenario.seconds or 0) / 2)}
 
 
 def _relayed(load_prefix: list[str], proc: procs.Child, plan: dict[str, Any],
@@ -245,44 +151,44 @@ def _measure(load_prefix: list[str], relays: Relays, scenario: Scenario, upstrea
     """The scenario against the upstream directly, then through generate, the facade and the
     LiteLLM proxy, one after the other."""
     timeout = (scenario.seconds or 0) + (scenario.count or 0) * 10 + 180
-    model = _model_name(scenario.tokens, scenario.delay_ms)
+    model = model_name(scenario.tokens, scenario.delay_ms)
     direct_body = {"model": "bench-model", "stream": True,
                    "stream_options": {"include_usage": True},
                    "messages": [{"role": "user", "content": PROMPT}]}
-    up_port = _port(upstream_url)
-    direct = procs.load(load_prefix, _plan(
-        up_port, [_request("/v1/chat/completions", up_port, direct_body)],
+    up_port = port_of(upstream_url)
+    direct = procs.load(load_prefix, plan(
+        up_port, [raw_request("/v1/chat/completions", up_port, direct_body)],
         '"content"', scenario, None), timeout)
-    port = _port(relays.server_url)
-    requests = [_request(f"/v1/chats/{chat}/generate", port,
+    port = port_of(relays.server_url)
+    requests = [raw_request(f"/v1/chats/{chat}/generate", port,
                          {"message": {"content": PROMPT}, "stream": True}, TOKEN)
                 for chat in chat_ids]
-    relayed = _relayed(load_prefix, relays.server, _plan(port, requests, "event: delta",
+    relayed = _relayed(load_prefix, relays.server, plan(port, requests, "event: delta",
                                                          scenario, "event: error"), timeout)
-    turns = [_request("/v1/chat/completions", port, _facade_body("@" + model, turn), TOKEN,
+    turns = [raw_request("/v1/chat/completions", port, facade_body("@" + model, turn), TOKEN,
                       {"X-Evacore-Chat": chat}) for chat in facade_chats for turn in (0, 1)]
     facade = _relayed(load_prefix, relays.server, {
-        **_plan(port, turns, '"delta":{"content"', scenario, 'data: {"error"'),
+        **plan(port, turns, '"delta":{"content"', scenario, 'data: {"error"'),
         "per_stream": 2}, timeout)
     out = {"direct": direct, "evacore": relayed, "facade": facade}
     if relays.floors and upstream_url in relays.floors and scenario.name in FLOOR_SCENARIOS:
         child, url = relays.floors[upstream_url]
-        fport = _port(url)
-        out["floor"] = _relayed(load_prefix, child, _plan(
-            fport, [_request("/v1/chat/completions", fport, direct_body)], '"content"',
+        fport = port_of(url)
+        out["floor"] = _relayed(load_prefix, child, plan(
+            fport, [raw_request("/v1/chat/completions", fport, direct_body)], '"content"',
             scenario, None), timeout)
     parsing = relays.parsing_floors or {}
     if upstream_url in parsing and scenario.name in PARSING_FLOOR_SCENARIOS:
         child, url = parsing[upstream_url]
-        pport = _port(url)
-        out["parsing_floor"] = _relayed(load_prefix, child, _plan(
-            pport, [_request("/v1/chat/completions", pport, direct_body)], "event: delta",
+        pport = port_of(url)
+        out["parsing_floor"] = _relayed(load_prefix, child, plan(
+            pport, [raw_request("/v1/chat/completions", pport, direct_body)], "event: delta",
             scenario, None), timeout)
     if relays.litellm is not None and relays.litellm_url:
-        lport = _port(relays.litellm_url)
+        lport = port_of(relays.litellm_url)
         body = {**direct_body, "model": model}
-        out["litellm"] = _relayed(load_prefix, relays.litellm, _plan(
-            lport, [_request("/v1/chat/completions", lport, body, LITELLM_KEY)],
+        out["litellm"] = _relayed(load_prefix, relays.litellm, plan(
+            lport, [raw_request("/v1/chat/completions", lport, body, LITELLM_KEY)],
             '"content":"', scenario, 'data: {"error"'), timeout)
     return out
 
@@ -394,7 +300,7 @@ def _own_us(results: dict[str, Any], who: str) -> float:
     return float(results.get("own", {}).get(who, math.nan))
 
 
-def _own_tokens(relays: Relays, setup: _Setup, scenarios: dict[str, Scenario],
+def _own_tokens(relays: Relays, setup: Setup, scenarios: dict[str, Scenario],
                 ups: dict[tuple[int, float], tuple[Any, str]],
                 connections: dict[tuple[int, float], str], rounds: int) -> dict[str, float]:
     """A paced token's own CPU through generate, the facade, the bare relay, its parsing
@@ -420,10 +326,10 @@ def _own_tokens(relays: Relays, setup: _Setup, scenarios: dict[str, Scenario],
         pairs["evacore"].append(_Target(
             client(auth), pid, f"{url}/v1/chats/{chat}/generate",
             {"message": {"content": PROMPT}, "stream": True}))
-        model = "@" + _model_name(*key)
+        model = "@" + model_name(*key)
         pairs["facade"].append(Turns(
             client({**auth, "X-Evacore-Chat": facade_chat}), pid, f"{url}/v1/chat/completions",
-            lambda turn, model=model: _facade_body(model, turn)))
+            lambda turn, model=model: facade_body(model, turn)))
     for who, found in (("floor", relays.floors or {}),
                        ("parsing_floor", relays.parsing_floors or {})):
         if all(ups[key][1] in found for key in keys):
@@ -434,7 +340,7 @@ def _own_tokens(relays: Relays, setup: _Setup, scenarios: dict[str, Scenario],
         lite = client({"Authorization": f"Bearer {LITELLM_KEY}"})
         pairs["litellm"] = [_Target(lite, relays.litellm.pid,
                                     f"{relays.litellm_url}/v1/chat/completions",
-                                    {**upstream_body, "model": _model_name(*key)})
+                                    {**upstream_body, "model": model_name(*key)})
                             for key in keys]
     try:
         return own_per_token({who: (a, b) for who, (a, b) in pairs.items()},
@@ -637,15 +543,12 @@ def _tour_record_rows(scenario: Scenario, records: dict[str, Any],
     return rows
 
 
-def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
+def _one_run(load_prefix: list[str], relays: Relays, setup: Setup,
              scenarios: tuple[Scenario, ...], ups: dict[tuple[int, float], tuple[Any, str]],
-             connections: dict[tuple[int, float], str], *, first: bool, own_rounds: int
+             connections: dict[tuple[int, float], str], *, own_rounds: int
              ) -> list[dict[str, Any]]:
     """Every scenario once, each on fresh chats (a chat's history grows with its turns),
-    then a paced token's own CPU through each relay (`_own_tokens`).
-    The memory an extra stream takes is measured in the `first` run only: a later run's
-    S3 finds the memory the first one took still in the process (an allocator seldom gives
-    it back), so its growth over S2 measures the reuse, not the streams."""
+    then a paced token's own CPU through each relay (`_own_tokens`)."""
     by_name = {sc.name: sc for sc in scenarios}
     results: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
@@ -662,22 +565,25 @@ def _one_run(load_prefix: list[str], relays: Relays, setup: _Setup,
     for who, (prefix, _) in ROUTES.items():
         if who in results["s1"]:
             rows += _split_rows(results, by_name, who, prefix)
-    if not first:
-        return rows
-    s2, s3 = by_name["s2"], by_name["s3"]
-    # S2 runs through generate, then the facade, then S3 through generate: S3's growth is
-    # counted over the higher of the two S2 peaks (the facade's S2 would be S3's otherwise)
-    peak2 = max(results["s2"]["evacore"]["rss_peak"], results["s2"]["facade"]["rss_peak"])
-    peak3 = results["s3"]["evacore"]["rss_peak"]
-    extra_kb = (peak3 - peak2) / (s3.concurrency - s2.concurrency) / 1024
-    mb = 1024 * 1024
-    rows.append(_row("rss_per_extra_stream_kb", round(extra_kb, 1), "KB",
-                     f"(peak RSS in S3 through generate - the higher peak RSS in S2, through "
-                     f"generate or the facade) / {s3.concurrency - s2.concurrency} extra "
-                     f"streams, in the first run (the process's first S3; later runs reuse "
-                     f"what it took); peaks {peak2 / mb:.1f} MB and {peak3 / mb:.1f} MB",
-                     f"<= {PER_STREAM_KB:g} KB", extra_kb <= PER_STREAM_KB))
     return rows
+
+
+def _memory_row(growths: list[Growth], s2: Scenario, s3: Scenario) -> dict[str, Any]:
+    """The memory an extra stream takes: the median over fresh servers (`_relay_memory.py`)."""
+    kbs = sorted(g.kb for g in growths)
+    kb = statistics.median(kbs)
+    mb = 1024 * 1024
+    peaks = ", ".join(f"{g.peak2 / mb:.1f} and {g.peak3 / mb:.1f}" for g in growths)
+    errors = sum(g.errors for g in growths)
+    return {**_row("rss_per_extra_stream_kb", round(kb, 1), "KB",
+                   f"(peak RSS in S3 through generate - the higher peak RSS in S2, through "
+                   f"generate or the facade) / {s3.concurrency - s2.concurrency} extra streams, "
+                   f"each measurement on an evacore started for it alone (a process's second "
+                   f"S3 reuses what its first took); the median of {len(growths)} "
+                   f"({', '.join(f'{v:.1f}' for v in kbs)} KB); peaks {peaks} MB"
+                   + (f"; {errors} streams failed" if errors else ""),
+                   f"<= {PER_STREAM_KB:g} KB", kb <= PER_STREAM_KB and not errors),
+            "spread": [kbs[0], kbs[-1]], "runs": len(growths)}
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -711,18 +617,18 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                                                               parse=True)
                     children.append(relays.parsing_floors[base][0])
             if program is not None:
-                models = {_model_name(*key): base for key, (_, base) in ups.items()}
+                models = {model_name(*key): base for key, (_, base) in ups.items()}
                 relays.litellm, relays.litellm_url = procs.litellm(
                     server_prefix, folder, program, models, LITELLM_KEY)
                 children.append(relays.litellm)
-                _warm_litellm(relays.litellm_url, _model_name(scenarios[0].tokens, 0))
+                _warm_litellm(relays.litellm_url, model_name(scenarios[0].tokens, 0))
             rss_start = procs.rss_bytes(server.pid)
-            setup = _Setup(url)
+            setup = Setup(url)
             connections = {key: setup.connection(base, *key) for key, (_, base) in ups.items()}
             s1 = scenarios[0]
             setup.warm(setup.chats(connections[(s1.tokens, 0)], 1)[0])
             setup.warm_facade(setup.chats(connections[(s1.tokens, 0)], 1)[0],
-                              "@" + _model_name(s1.tokens, 0))
+                              "@" + model_name(s1.tokens, 0))
             rss_idle = procs.rss_bytes(server.pid)
             idle = _idle(server.pid)
             speed_before = procs.calibrate()
@@ -730,11 +636,14 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             ticks0, whole_run = procs.cpu_seconds(server.pid), procs.CpuMark(server.pid)
             for i in range(runs):
                 per_run.append(_one_run(load_prefix, relays, setup, scenarios, ups, connections,
-                                        first=i == 0,
                                         own_rounds=QUICK_OWN_ROUNDS if quick else OWN_ROUNDS))
             ticks = procs.cpu_seconds(server.pid) - ticks0
             nanos = whole_run.since()[0] / 1e9
             setup.http.close()
+            s2, s3 = (next(sc for sc in scenarios if sc.name == name) for name in ("s2", "s3"))
+            growths = [extra_stream(server_prefix, load_prefix, ups[(s2.tokens, s2.delay_ms)][1],
+                                    s2, s3, _relayed)
+                       for _ in range(QUICK_MEMORY_RUNS if quick else MEMORY_RUNS)]
         except Exception as exc:
             log = relays.server.tail() if relays is not None else ""
             if relays is not None and relays.litellm is not None:
@@ -750,6 +659,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows = combine(per_run)
     mb = 1024 * 1024
     rows += [
+        _memory_row(growths, s2, s3),
         _row("rss_idle_mb", round(rss_idle / mb, 1), "MB",
              f"after start, setup and {WARM_TOURS} warm-up tours ({rss_start / mb:.1f} MB right "
              "after start)", f"<= {IDLE_RSS_MB:g} MB", rss_idle / mb <= IDLE_RSS_MB),
