@@ -22,8 +22,9 @@ STAGES_BEFORE_STREAMING = ("user_input", "macros", "character", "lorebook", "mem
                            "serialize", "request")
 """The stages a tour runs before its streaming stage (their names in its timings)."""
 
+
 def raw_request(path: str, port: int, body: dict[str, Any], token: str | None = None,
-             headers: dict[str, str] | None = None) -> str:
+                headers: dict[str, str] | None = None) -> str:
     raw = json.dumps(body, separators=(",", ":"))
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
     auth += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
@@ -32,10 +33,8 @@ def raw_request(path: str, port: int, body: dict[str, Any], token: str | None = 
             f"Content-Length: {len(raw.encode())}\r\n\r\n{raw}")
 
 
-
 def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
-
 
 
 class Setup:
@@ -105,10 +104,8 @@ class Setup:
             r.raise_for_status()
 
 
-
 def model_name(tokens: int, delay_ms: float) -> str:
     return f"bench-{tokens}-{delay_ms:g}"
-
 
 
 def facade_body(model: str, turn: int) -> dict[str, Any]:
@@ -118,9 +115,8 @@ def facade_body(model: str, turn: int) -> dict[str, Any]:
             "messages": [{"role": "user", "content": f"{PROMPT} ({'ab'[turn % 2]})"}]}
 
 
-
 def plan(port: int, requests: list[str], marker: str, scenario: Any,
-          error_marker: str | None) -> dict[str, Any]:
+         error_marker: str | None) -> dict[str, Any]:
     return {"host": "127.0.0.1", "port": port, "requests": requests, "marker": marker,
             "error_marker": error_marker, "concurrency": scenario.concurrency,
             "count": scenario.count, "seconds": scenario.seconds,

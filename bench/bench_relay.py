@@ -161,12 +161,12 @@ def _measure(load_prefix: list[str], relays: Relays, scenario: Scenario, upstrea
         '"content"', scenario, None), timeout)
     port = port_of(relays.server_url)
     requests = [raw_request(f"/v1/chats/{chat}/generate", port,
-                         {"message": {"content": PROMPT}, "stream": True}, TOKEN)
+                            {"message": {"content": PROMPT}, "stream": True}, TOKEN)
                 for chat in chat_ids]
     relayed = _relayed(load_prefix, relays.server, plan(port, requests, "event: delta",
-                                                         scenario, "event: error"), timeout)
+                                                        scenario, "event: error"), timeout)
     turns = [raw_request("/v1/chat/completions", port, facade_body("@" + model, turn), TOKEN,
-                      {"X-Evacore-Chat": chat}) for chat in facade_chats for turn in (0, 1)]
+                         {"X-Evacore-Chat": chat}) for chat in facade_chats for turn in (0, 1)]
     facade = _relayed(load_prefix, relays.server, {
         **plan(port, turns, '"delta":{"content"', scenario, 'data: {"error"'),
         "per_stream": 2}, timeout)
