@@ -46,8 +46,8 @@ def extra_stream(server_prefix: list[str], load_prefix: list[str], upstream_url:
     a chat of its own, warmed as the benchmark's own server is."""
     with tempfile.TemporaryDirectory(prefix="evacore-bench-memory-") as tmp:
         server, url = procs.server(server_prefix, Path(tmp), TOKEN)
+        setup = Setup(url)
         try:
-            setup = Setup(url)
             model = model_name(s2.tokens, s2.delay_ms)
             connection = setup.connection(upstream_url, s2.tokens, s2.delay_ms)
             setup.warm(setup.chats(connection, 1)[0])
@@ -70,10 +70,10 @@ def extra_stream(server_prefix: list[str], load_prefix: list[str], upstream_url:
                 **plan(port, turns, '"delta":{"content"', s2, 'data: {"error"'),
                 "per_stream": 2}, timeout)
             third = generate(s3)
-            setup.http.close()
         except Exception as exc:
             raise RuntimeError(f"memory run failed: {exc}\n{server.tail()}") from exc
         finally:
+            setup.http.close()
             server.stop()
     return Growth(peak2=max(first["rss_peak"], facade["rss_peak"]), peak3=third["rss_peak"],
                   extra_streams=s3.concurrency - s2.concurrency,
