@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import _relay_procs as procs
-from _relay_setup import PROMPT, TOKEN, Setup, facade_body, model_name, plan, port_of, raw_request
+from _relay_setup import TOKEN, Setup, facade_plan, generate_plan, model_name, port_of
 
 Relayed = Callable[[list[str], procs.Child, dict[str, Any], float], dict[str, Any]]
 """`bench_relay._relayed`: one load plan through a relay, with its CPU and peak RSS."""
@@ -55,21 +55,13 @@ def extra_stream(server_prefix: list[str], load_prefix: list[str], upstream_url:
             port = port_of(url)
             timeout = max(s2.seconds or 0, s3.seconds or 0) + 180
 
-            def generate(scenario: Any) -> dict[str, Any]:
-                requests = [raw_request(f"/v1/chats/{chat}/generate", port,
-                                        {"message": {"content": PROMPT}, "stream": True}, TOKEN)
-                            for chat in setup.chats(connection, scenario.concurrency)]
-                return relayed(load_prefix, server, plan(port, requests, "event: delta",
-                                                         scenario, "event: error"), timeout)
+            def relay(scenario_plan: dict[str, Any]) -> dict[str, Any]:
+                return relayed(load_prefix, server, scenario_plan, timeout)
 
-            first = generate(s2)
-            turns = [raw_request("/v1/chat/completions", port, facade_body("@" + model, turn),
-                                 TOKEN, {"X-Evacore-Chat": chat})
-                     for chat in setup.chats(connection, s2.concurrency) for turn in (0, 1)]
-            facade = relayed(load_prefix, server, {
-                **plan(port, turns, '"delta":{"content"', s2, 'data: {"error"'),
-                "per_stream": 2}, timeout)
-            third = generate(s3)
+            first = relay(generate_plan(port, setup.chats(connection, s2.concurrency), s2))
+            facade = relay(facade_plan(port, setup.chats(connection, s2.concurrency),
+                                       "@" + model, s2))
+            third = relay(generate_plan(port, setup.chats(connection, s3.concurrency), s3))
         except Exception as exc:
             raise RuntimeError(f"memory run failed: {exc}\n{server.tail()}") from exc
         finally:

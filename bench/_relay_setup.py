@@ -121,3 +121,20 @@ def plan(port: int, requests: list[str], marker: str, scenario: Any,
             "error_marker": error_marker, "concurrency": scenario.concurrency,
             "count": scenario.count, "seconds": scenario.seconds,
             "grace": max(5.0, (scenario.seconds or 0) / 2)}
+
+
+def generate_plan(port: int, chats: list[str], scenario: Any) -> dict[str, Any]:
+    """The scenario through generate: one stream per chat, each message a new turn."""
+    requests = [raw_request(f"/v1/chats/{chat}/generate", port,
+                            {"message": {"content": PROMPT}, "stream": True}, TOKEN)
+                for chat in chats]
+    return plan(port, requests, "event: delta", scenario, "event: error")
+
+
+def facade_plan(port: int, chats: list[str], model: str, scenario: Any) -> dict[str, Any]:
+    """The scenario through the facade: one stream per chat (named by `X-Evacore-Chat`),
+    alternating two messages (`facade_body`)."""
+    turns = [raw_request("/v1/chat/completions", port, facade_body(model, turn), TOKEN,
+                         {"X-Evacore-Chat": chat}) for chat in chats for turn in (0, 1)]
+    return {**plan(port, turns, '"delta":{"content"', scenario, 'data: {"error"'),
+            "per_stream": 2}

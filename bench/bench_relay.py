@@ -31,6 +31,8 @@ from _relay_setup import (
     WARM_TOURS,
     Setup,
     facade_body,
+    facade_plan,
+    generate_plan,
     model_name,
     plan,
     port_of,
@@ -160,16 +162,10 @@ def _measure(load_prefix: list[str], relays: Relays, scenario: Scenario, upstrea
         up_port, [raw_request("/v1/chat/completions", up_port, direct_body)],
         '"content"', scenario, None), timeout)
     port = port_of(relays.server_url)
-    requests = [raw_request(f"/v1/chats/{chat}/generate", port,
-                            {"message": {"content": PROMPT}, "stream": True}, TOKEN)
-                for chat in chat_ids]
-    relayed = _relayed(load_prefix, relays.server, plan(port, requests, "event: delta",
-                                                        scenario, "event: error"), timeout)
-    turns = [raw_request("/v1/chat/completions", port, facade_body("@" + model, turn), TOKEN,
-                         {"X-Evacore-Chat": chat}) for chat in facade_chats for turn in (0, 1)]
-    facade = _relayed(load_prefix, relays.server, {
-        **plan(port, turns, '"delta":{"content"', scenario, 'data: {"error"'),
-        "per_stream": 2}, timeout)
+    relayed = _relayed(load_prefix, relays.server, generate_plan(port, chat_ids, scenario),
+                       timeout)
+    facade = _relayed(load_prefix, relays.server,
+                      facade_plan(port, facade_chats, "@" + model, scenario), timeout)
     out = {"direct": direct, "evacore": relayed, "facade": facade}
     if relays.floors and upstream_url in relays.floors and scenario.name in FLOOR_SCENARIOS:
         child, url = relays.floors[upstream_url]

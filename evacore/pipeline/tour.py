@@ -137,9 +137,10 @@ class Tour:
     def assembled(self) -> None:
         """Stages 1-9 are done: let go of what only they read (the history as read from
         the store, the prompt's elements, the per-text token counts, the expanded input and
-        the system prompt preset) before the answer streams. What the steps send is in `data["messages"]`; the elements and the stored
-        rows they came from are a second and third copy of every message, held for as long
-        as the answer streams by every tour in flight."""
+        the system prompt preset) before the answer streams. What the steps send is in
+        `data["messages"]`; the elements and the stored rows they came from are a second
+        and third copy of every message, held for as long as the answer streams by every
+        tour in flight."""
         self.prompt = Prompt()
         for key in _ASSEMBLY_ONLY:
             self.data.pop(key, None)
